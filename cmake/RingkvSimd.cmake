@@ -1,0 +1,15 @@
+# ringkv_add_isa_kernels(<name> SOURCE <file> FLAGS <flags...>)
+# Builds one per-ISA translation unit as an OBJECT library. Only that TU gets the
+# ISA flags, so the rest of the library stays runnable on baseline x86-64.
+function(ringkv_add_isa_kernels name)
+  cmake_parse_arguments(ARG "" "SOURCE" "FLAGS" ${ARGN})
+  add_library(${name} OBJECT ${ARG_SOURCE})
+  target_include_directories(${name} PRIVATE
+    ${PROJECT_SOURCE_DIR}/kernels ${PROJECT_SOURCE_DIR}/kernels/src)
+  target_link_libraries(${name} PRIVATE xsimd Microsoft.GSL::GSL)
+  if(NOT RINGKV_NATIVE)
+    target_compile_options(${name} PRIVATE ${ARG_FLAGS})
+  endif()
+  set_target_properties(${name} PROPERTIES POSITION_INDEPENDENT_CODE ON)
+  ringkv_set_warnings(${name})
+endfunction()

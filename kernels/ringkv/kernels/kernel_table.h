@@ -1,0 +1,42 @@
+#pragma once
+// One immutable table of kernel entry points per ISA tier. Each per-ISA
+// translation unit exports a single function that fills its table; everything
+// else in those units has internal linkage (docs/kernels.md explains why).
+
+#include <cstddef>
+#include <cstdint>
+
+#include "ringkv/kernels/dtype.h"
+#include "ringkv/kernels/isa.h"
+
+namespace ringkv::kernels {
+
+struct AttendTile;  // defined in kernels/src/attend_tile.h (internal)
+
+struct KernelTable {
+  Isa isa = Isa::kScalar;
+
+  // dst[i] = src[i] converted from `from` to `to`, round-to-nearest-even when
+  // narrowing, NaN and Inf preserved. Any pair of dtypes, including same-type copy.
+  void (*convert)(DType from, const void* src, DType to, void* dst, std::size_t n) noexcept =
+      nullptr;
+
+  // The reference's gatherRingCols: for each of `rows` rows of `k` elements of
+  // `elem_size` bytes, dst[s] = src[(s - ring_idx) mod k] (logical column 0 is the
+  // oldest key; ring slot s holds logical column (s - ring_idx) mod k).
+  void (*ring_gather)(const void* src, std::ptrdiff_t src_row_stride, void* dst,
+                      std::ptrdiff_t dst_row_stride, std::size_t rows, std::size_t k,
+                      std::size_t ring_idx, std::size_t elem_size) noexcept = nullptr;
+
+  // Online-softmax attention of one tile of query rows against one range of keys
+  // of one kv head; produces an unnormalised partial state (see attend_tile.h).
+  void (*attend)(const AttendTile& tile) noexcept = nullptr;
+};
+
+// The table for `isa`, or nullptr when the tier is not compiled in or cannot run here.
+const KernelTable* KernelsFor(Isa isa) noexcept;
+
+// The best table for this CPU; detection runs once, the table never changes.
+const KernelTable& BestKernels() noexcept;
+
+}  // namespace ringkv::kernels

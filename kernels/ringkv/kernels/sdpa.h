@@ -1,0 +1,62 @@
+#pragma once
+// Scaled-dot-product attention over raw strided arrays:
+//   out = softmax(scale * Q K^T + mask) V
+// Q [B, Hq, L, D] f32, K [B, Hkv, T, D], V [B, Hkv, T, Dv] in f32/f16/bf16 read as
+// stored, out [B, Hq, L, Dv] f32. Hq is a multiple of Hkv: query head h reads kv
+// head h / (Hq / Hkv). The kernels know nothing about caches or tensors; lib/
+// validates user input and fills these structs.
+
+#include <array>
+#include <cstdint>
+
+#include "ringkv/kernels/dtype.h"
+#include "ringkv/kernels/kernel_table.h"
+#include "ringkv/kernels/thread_pool.h"
+
+namespace ringkv::kernels {
+
+// A read-only 4-D array: element strides, so views into larger buffers work.
+struct ArrayRef {
+  const void* data = nullptr;
+  DType dtype = DType::kF32;
+  std::array<std::int64_t, 4> shape{};
+  std::array<std::int64_t, 4> strides{};  // in elements
+};
+
+enum class MaskKind : std::uint8_t {
+  kNone,
+  // Query i of L sits at absolute position T - L + i and sees keys at positions <= its own.
+  kCausal,
+  // Causal, and the query also sees only keys at positions > its position - window:
+  // itself and window - 1 earlier tokens.
+  kSlidingWindow,
+  // Added to the scaled logits; f32, broadcast to [B, Hq, L, T] through strides
+  // (a stride of 0 broadcasts that axis). -inf masks a key out.
+  kAdditive,
+  // uint8, nonzero = the key is visible; broadcast like kAdditive.
+  kBoolean,
+};
+
+struct MaskSpec {
+  MaskKind kind = MaskKind::kNone;
+  std::int64_t window = 0;                 // kSlidingWindow only, >= 1
+  const void* data = nullptr;              // kAdditive / kBoolean only
+  std::array<std::int64_t, 4> strides{};  // over [B, Hq, L, T], in elements
+};
+
+struct SdpaParams {
+  ArrayRef q;  // [B, Hq, L, D], f32
+  ArrayRef k;  // [B, Hkv, T, D]
+  ArrayRef v;  // [B, Hkv, T, Dv], same dtype as k
+  float* out = nullptr;                        // [B, Hq, L, Dv], f32
+  std::array<std::int64_t, 4> out_strides{};  // in elements
+  float scale = 1.0f;
+  MaskSpec mask;
+};
+
+// Runs on `pool` with the kernels of `table`. Parameters must be consistent
+// (checked with GSL Expects; lib/ validates user input before calling). A row whose
+// keys are all masked yields zeros.
+void Sdpa(const SdpaParams& params, const KernelTable& table, ThreadPool& pool) noexcept;
+
+}  // namespace ringkv::kernels

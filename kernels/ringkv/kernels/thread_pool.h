@@ -1,0 +1,49 @@
+#pragma once
+// A fixed set of worker threads created once and reused by every parallel call,
+// so a decode step pays no thread creation. The calling thread takes part in the
+// work, so a pool of size 1 has no workers at all.
+
+#include <condition_variable>
+#include <cstddef>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace ringkv::kernels {
+
+class ThreadPool {
+ public:
+  // `threads` <= 0 means std::thread::hardware_concurrency().
+  explicit ThreadPool(int threads = 0);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int Size() const noexcept { return size_; }
+
+  // Runs fn(task, worker) for task in [0, tasks), worker in [0, Size()), and
+  // returns when all are done. Tasks are handed out dynamically. Calls from
+  // several threads at once are serialised. fn must not throw.
+  void Run(std::size_t tasks, const std::function<void(std::size_t task, int worker)>& fn);
+
+ private:
+  void WorkerLoop(int worker);
+  void Drain(int worker);
+
+  int size_;
+  std::vector<std::thread> workers_;
+  std::mutex run_mutex_;  // serialises Run
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::condition_variable done_;
+  const std::function<void(std::size_t, int)>* job_ = nullptr;
+  std::size_t tasks_ = 0;
+  std::size_t next_task_ = 0;
+  std::size_t finished_ = 0;
+  std::size_t generation_ = 0;
+  int busy_workers_ = 0;
+  bool stop_ = false;
+};
+
+}  // namespace ringkv::kernels

@@ -1,0 +1,102 @@
+// CPU detection from CPUID and XCR0 directly. xsimd 8.1's detection reads AVX
+// from the wrong CPUID leaf and never checks that the OS saves the wide
+// registers, so it cannot be trusted to pick a tier (docs/kernels.md).
+#include <cpuid.h>
+
+#include <cstdint>
+
+#include "ringkv/kernels/isa.h"
+
+namespace ringkv::kernels {
+namespace {
+
+struct Regs {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+};
+
+Regs Cpuid(unsigned leaf, unsigned subleaf) {
+  Regs r;
+  if (__get_cpuid_count(leaf, subleaf, &r.eax, &r.ebx, &r.ecx, &r.edx) == 0) return Regs{};
+  return r;
+}
+
+// XCR0: which register files the OS saves on a context switch. Only valid to
+// read when CPUID reports OSXSAVE.
+std::uint64_t ReadXcr0() {
+  std::uint32_t lo = 0, hi = 0;
+  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  return (std::uint64_t{hi} << 32) | lo;
+}
+
+bool Bit(unsigned value, int bit) { return ((value >> bit) & 1u) != 0; }
+
+}  // namespace
+
+CpuFeatures DetectCpu() noexcept {
+  CpuFeatures f;
+  const Regs leaf1 = Cpuid(1, 0);
+  const Regs leaf7 = Cpuid(7, 0);
+  f.sse42 = Bit(leaf1.ecx, 20);
+  const bool osxsave = Bit(leaf1.ecx, 27);
+  const std::uint64_t xcr0 = osxsave ? ReadXcr0() : 0;
+  const bool os_ymm = (xcr0 & 0x6) == 0x6;     // SSE and AVX state
+  const bool os_zmm = (xcr0 & 0xE6) == 0xE6;   // plus opmask, ZMM_Hi256, Hi16_ZMM
+  f.avx = os_ymm && Bit(leaf1.ecx, 28);
+  f.fma = f.avx && Bit(leaf1.ecx, 12);
+  f.f16c = f.avx && Bit(leaf1.ecx, 29);
+  f.avx2 = f.avx && Bit(leaf7.ebx, 5);
+  f.avx512f = os_zmm && Bit(leaf7.ebx, 16);
+  f.avx512dq = f.avx512f && Bit(leaf7.ebx, 17);
+  f.avx512bw = f.avx512f && Bit(leaf7.ebx, 30);
+  f.avx512vl = f.avx512f && Bit(leaf7.ebx, 31);
+  return f;
+}
+
+bool IsaRunsOn(Isa isa, const CpuFeatures& f) noexcept {
+  switch (isa) {
+    case Isa::kScalar:
+      return true;
+    case Isa::kSse42:
+      return f.sse42;
+    case Isa::kAvx2:
+      return f.sse42 && f.avx2 && f.fma && f.f16c;
+    case Isa::kAvx512:
+      return f.sse42 && f.avx2 && f.fma && f.f16c && f.avx512f && f.avx512dq && f.avx512bw &&
+             f.avx512vl;
+  }
+  return false;
+}
+
+bool IsaCompiled(Isa isa) noexcept {
+#ifdef RINGKV_HAVE_AVX512
+  constexpr bool kHaveAvx512 = true;
+#else
+  constexpr bool kHaveAvx512 = false;
+#endif
+  return isa != Isa::kAvx512 || kHaveAvx512;
+}
+
+std::string_view IsaName(Isa isa) noexcept {
+  switch (isa) {
+    case Isa::kScalar:
+      return "scalar";
+    case Isa::kSse42:
+      return "sse4.2";
+    case Isa::kAvx2:
+      return "avx2+fma+f16c";
+    case Isa::kAvx512:
+      return "avx512";
+  }
+  return "unknown";
+}
+
+std::vector<Isa> AvailableIsas() {
+  const CpuFeatures f = DetectCpu();
+  std::vector<Isa> out;
+  for (Isa isa : {Isa::kScalar, Isa::kSse42, Isa::kAvx2, Isa::kAvx512}) {
+    if (IsaCompiled(isa) && IsaRunsOn(isa, f)) out.push_back(isa);
+  }
+  return out;
+}
+
+}  // namespace ringkv::kernels

@@ -1,0 +1,12 @@
+#pragma once
+// The one exported symbol of each per-ISA translation unit.
+#include "ringkv/kernels/kernel_table.h"
+
+namespace ringkv::kernels {
+void FillScalarKernels(KernelTable& table) noexcept;
+void FillSse42Kernels(KernelTable& table) noexcept;
+void FillAvx2Kernels(KernelTable& table) noexcept;
+#ifdef RINGKV_HAVE_AVX512
+void FillAvx512Kernels(KernelTable& table) noexcept;
+#endif
+}  // namespace ringkv::kernels

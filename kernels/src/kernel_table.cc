@@ -1,0 +1,64 @@
+// Builds each tier's table once (function-local statics: immutable after
+// construction, so there is no mutable global state) and picks the best one.
+#include "ringkv/kernels/kernel_table.h"
+
+#include "fill_kernels.h"
+
+namespace ringkv::kernels {
+namespace {
+
+KernelTable Make(Isa isa, void (*fill)(KernelTable&) noexcept) {
+  KernelTable table;
+  table.isa = isa;
+  fill(table);
+  return table;
+}
+
+// Each table is filled the first time it is asked for, and only after the
+// caller has checked that the tier runs here: a fill function is compiled with
+// its tier's flags and may itself use that tier's instructions.
+const KernelTable* Compiled(Isa isa) noexcept {
+  switch (isa) {
+    case Isa::kScalar: {
+      static const KernelTable scalar = Make(Isa::kScalar, FillScalarKernels);
+      return &scalar;
+    }
+    case Isa::kSse42: {
+      static const KernelTable sse42 = Make(Isa::kSse42, FillSse42Kernels);
+      return &sse42;
+    }
+    case Isa::kAvx2: {
+      static const KernelTable avx2 = Make(Isa::kAvx2, FillAvx2Kernels);
+      return &avx2;
+    }
+    case Isa::kAvx512: {
+#ifdef RINGKV_HAVE_AVX512
+      static const KernelTable avx512 = Make(Isa::kAvx512, FillAvx512Kernels);
+      return &avx512;
+#else
+      return nullptr;
+#endif
+    }
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+const KernelTable* KernelsFor(Isa isa) noexcept {
+  static const CpuFeatures features = DetectCpu();
+  if (!IsaCompiled(isa) || !IsaRunsOn(isa, features)) return nullptr;
+  return Compiled(isa);
+}
+
+const KernelTable& BestKernels() noexcept {
+  static const KernelTable& best = []() -> const KernelTable& {
+    for (Isa isa : {Isa::kAvx512, Isa::kAvx2, Isa::kSse42}) {
+      if (const KernelTable* t = KernelsFor(isa)) return *t;
+    }
+    return *Compiled(Isa::kScalar);
+  }();
+  return best;
+}
+
+}  // namespace ringkv::kernels

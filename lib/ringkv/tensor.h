@@ -1,0 +1,88 @@
+#pragma once
+// A strided view of rank 0-4 over shared, 64-byte-aligned storage.
+//
+// Copying a Tensor is cheap and shares the storage (a view, like a span with
+// shared ownership); Slice() is a view too. A deep copy is the named Clone().
+// Writes through one view (SliceUpdate) are seen by every view of the same
+// storage: that is what lets a cache hand out views of its buffers.
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "ringkv/dtype.h"
+#include "ringkv/shape.h"
+
+namespace ringkv {
+
+// Owned, 64-byte-aligned, zero-initialised bytes.
+class Storage {
+ public:
+  explicit Storage(std::size_t bytes);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+
+  std::byte* Data() noexcept { return data_; }
+  const std::byte* Data() const noexcept { return data_; }
+  std::size_t Bytes() const noexcept { return bytes_; }
+
+ private:
+  std::byte* data_;
+  std::size_t bytes_;
+};
+
+class Tensor {
+ public:
+  Tensor() = default;  // empty: rank 0, no storage, NumElements() == 0
+
+  static Tensor Zeros(DType dtype, const Shape& shape);
+  // Throws ringkv::Error when values.size() != shape.NumElements(). Rounds to
+  // nearest even when dtype is f16 or bf16.
+  static Tensor FromVector(std::span<const float> values, const Shape& shape,
+                           DType dtype = DType::kF32);
+
+  bool Empty() const noexcept { return storage_ == nullptr; }
+  DType Dtype() const noexcept { return dtype_; }
+  const Shape& GetShape() const noexcept { return shape_; }
+  int Rank() const noexcept { return shape_.Rank(); }
+  std::int64_t Dim(int axis) const { return shape_.Dim(axis); }
+  std::int64_t Stride(int axis) const;                 // in elements
+  std::int64_t Offset() const noexcept { return offset_; }  // in elements, into Storage
+  std::int64_t NumElements() const noexcept { return shape_.NumElements(); }
+  std::size_t NumBytes() const noexcept;  // of the elements in view, not the storage
+  bool IsContiguous() const noexcept;     // row-major with no gaps
+  bool SharesStorageWith(const Tensor& other) const noexcept {
+    return storage_ != nullptr && storage_ == other.storage_;
+  }
+
+  // Pointer to the first element of the view.
+  const void* Data() const noexcept;
+  void* MutableData() noexcept;
+
+  // View of [begin, end) along axis; no copy. Throws ringkv::Error on a bad axis or range.
+  Tensor Slice(int axis, std::int64_t begin, std::int64_t end) const;
+  // Same storage with a new shape; requires a contiguous tensor with equal element count.
+  Tensor Reshape(const Shape& shape) const;
+
+  // This view if already contiguous, else a contiguous copy.
+  Tensor Contiguous() const;
+  // Always a fresh contiguous copy.
+  Tensor Clone() const;
+  // A fresh contiguous copy in `dtype` (vectorised conversion).
+  Tensor AsType(DType dtype) const;
+
+  // Elements in row-major order, converted to float.
+  std::vector<float> ToVector() const;
+
+ private:
+  std::shared_ptr<Storage> storage_;
+  DType dtype_ = DType::kF32;
+  Shape shape_;
+  std::array<std::int64_t, Shape::kMaxRank> strides_{};
+  std::int64_t offset_ = 0;
+};
+
+}  // namespace ringkv

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Installs what is missing, builds in Release and runs the main job. Extra
+# arguments are passed to the demo (try --help).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+tools/install_deps.sh
+build=build/release
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DRINGKV_BUILD_TESTS=OFF -DRINGKV_BUILD_BENCHMARKS=OFF >/dev/null
+cmake --build "$build" --parallel "$(nproc)" --target ringkv_demo
+exec "$build/tools/ringkv_demo" "$@"
