@@ -2,12 +2,14 @@
 // Scaled-dot-product attention over raw strided arrays:
 //   out = softmax(scale * Q K^T + mask) V
 // Q [B, Hq, L, D] f32, K [B, Hkv, T, D], V [B, Hkv, T, Dv] in f32/f16/bf16 read as
-// stored, out [B, Hq, L, Dv] f32. Hq is a multiple of Hkv: query head h reads kv
+// stored, out [B, Hq, L, Dv] f32. K and V may be split along T into segments
+// (a paged cache hands over its blocks in place, without gathering them). Hq is a multiple of Hkv: query head h reads kv
 // head h / (Hq / Hkv). The kernels know nothing about caches or tensors; lib/
 // validates user input and fills these structs.
 
 #include <array>
 #include <cstdint>
+#include <span>
 
 #include "ringkv/kernels/dtype.h"
 #include "ringkv/kernels/kernel_table.h"
@@ -44,10 +46,17 @@ struct MaskSpec {
   std::array<std::int64_t, 4> strides{};  // over [B, Hq, L, T], in elements
 };
 
+// One run of consecutive keys: k [B, Hkv, Ti, D] and v [B, Hkv, Ti, Dv].
+struct KvSegment {
+  ArrayRef k;
+  ArrayRef v;
+};
+
 struct SdpaParams {
   ArrayRef q;  // [B, Hq, L, D], f32
-  ArrayRef k;  // [B, Hkv, T, D]
-  ArrayRef v;  // [B, Hkv, T, Dv], same dtype as k
+  // The keys in order: key t of segment j has index T_0 + ... + T_{j-1} + t, and
+  // T is the sum of the T_i. Every segment has the same dtype, B, Hkv, D and Dv.
+  std::span<const KvSegment> kv;
   float* out = nullptr;                        // [B, Hq, L, Dv], f32
   std::array<std::int64_t, 4> out_strides{};  // in elements
   float scale = 1.0f;

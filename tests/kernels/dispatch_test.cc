@@ -1,0 +1,1 @@
+// PLACEHOLDER: tests land with their kernels.

@@ -1,0 +1,1 @@
+// PLACEHOLDER: tests land with the tensor core.
