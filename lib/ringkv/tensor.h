@@ -6,6 +6,7 @@
 // Writes through one view (SliceUpdate) are seen by every view of the same
 // storage: that is what lets a cache hand out views of its buffers.
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -49,9 +50,10 @@ class Tensor {
   const Shape& GetShape() const noexcept { return shape_; }
   int Rank() const noexcept { return shape_.Rank(); }
   std::int64_t Dim(int axis) const { return shape_.Dim(axis); }
-  std::int64_t Stride(int axis) const;                 // in elements
+  std::int64_t Stride(int axis) const;                      // in elements
   std::int64_t Offset() const noexcept { return offset_; }  // in elements, into Storage
-  std::int64_t NumElements() const noexcept { return shape_.NumElements(); }
+  // 0 for an empty tensor; 1 for a rank-0 (scalar) tensor with storage.
+  std::int64_t NumElements() const noexcept { return Empty() ? 0 : shape_.NumElements(); }
   std::size_t NumBytes() const noexcept;  // of the elements in view, not the storage
   bool IsContiguous() const noexcept;     // row-major with no gaps
   bool SharesStorageWith(const Tensor& other) const noexcept {

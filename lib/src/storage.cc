@@ -1,1 +1,21 @@
-// PLACEHOLDER
+#include <cstring>
+#include <new>
+
+#include "ringkv/tensor.h"
+
+namespace ringkv {
+namespace {
+
+// 64 B: one cache line, and the widest vector (AVX-512) the kernels load.
+constexpr std::align_val_t kStorageAlignment{64};
+
+}  // namespace
+
+Storage::Storage(std::size_t bytes)
+    : data_(static_cast<std::byte*>(::operator new(bytes, kStorageAlignment))), bytes_(bytes) {
+  std::memset(data_, 0, bytes_);
+}
+
+Storage::~Storage() { ::operator delete(data_, kStorageAlignment); }
+
+}  // namespace ringkv

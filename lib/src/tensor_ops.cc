@@ -1,1 +1,82 @@
-// PLACEHOLDER
+#include "ringkv/tensor_ops.h"
+
+#include <fmt/format.h>
+
+#include "ringkv/error.h"
+#include "ringkv/format.h"
+#include "strided_copy.h"
+
+namespace ringkv {
+namespace {
+
+// Throws unless `other` matches `first` in dtype, rank and every dim but `axis`.
+void CheckCompatible(const char* function, const char* name, const Tensor& first,
+                     const Tensor& other, int axis) {
+  if (other.Dtype() != first.Dtype()) {
+    throw ShapeError(
+        fmt::format("[{}] {} dtype {} != {}", function, name, other.Dtype(), first.Dtype()));
+  }
+  if (other.Rank() != first.Rank()) {
+    throw ShapeError(fmt::format("[{}] {} rank {} (shape {}) != {} (shape {})", function, name,
+                                 other.Rank(), other.GetShape(), first.Rank(), first.GetShape()));
+  }
+  for (int a = 0; a < first.Rank(); ++a) {
+    if (a != axis && other.Dim(a) != first.Dim(a)) {
+      throw ShapeError(fmt::format("[{}] {} dim {} is {} (shape {}), expected {} (shape {})",
+                                   function, name, a, other.Dim(a), other.GetShape(), first.Dim(a),
+                                   first.GetShape()));
+    }
+  }
+}
+
+}  // namespace
+
+Tensor Concatenate(std::span<const Tensor> tensors, int axis) {
+  if (tensors.empty()) throw ShapeError("[Concatenate] tensors is empty");
+  const Tensor& first = tensors[0];
+  if (axis < 0 || axis >= first.Rank()) {
+    throw ShapeError(fmt::format("[Concatenate] axis {} outside [0, {}) for tensors[0] shape {}",
+                                 axis, first.Rank(), first.GetShape()));
+  }
+  std::int64_t total = 0;
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const std::string name = fmt::format("tensors[{}]", i);
+    CheckCompatible("Concatenate", name.c_str(), first, tensors[i], axis);
+    total += tensors[i].Dim(axis);
+  }
+
+  Tensor result = Tensor::Zeros(first.Dtype(), first.GetShape().With(axis, total));
+  std::int64_t begin = 0;
+  for (const Tensor& part : tensors) {
+    const std::int64_t end = begin + part.Dim(axis);
+    Tensor region = result.Slice(axis, begin, end);
+    detail::CopyElements(part, region);
+    begin = end;
+  }
+  return result;
+}
+
+void SliceUpdate(Tensor& dst, const Tensor& src, int axis, std::int64_t begin) {
+  if (axis < 0 || axis >= dst.Rank()) {
+    throw ShapeError(fmt::format("[SliceUpdate] axis {} outside [0, {}) for dst shape {}", axis,
+                                 dst.Rank(), dst.GetShape()));
+  }
+  CheckCompatible("SliceUpdate", "src", dst, src, axis);
+  const std::int64_t size = dst.Dim(axis);
+  const std::int64_t length = src.Dim(axis);
+  if (begin < 0 || begin > size - length) {
+    throw ShapeError(
+        fmt::format("[SliceUpdate] begin {} + src dim {} of size {} exceeds dst dim {} of size {}",
+                    begin, axis, length, axis, size));
+  }
+
+  Tensor region = dst.Slice(axis, begin, begin + length);
+  // A source that shares dst's storage may overlap the region: copy it out first.
+  if (src.SharesStorageWith(dst)) {
+    detail::CopyElements(src.Clone(), region);
+  } else {
+    detail::CopyElements(src, region);
+  }
+}
+
+}  // namespace ringkv

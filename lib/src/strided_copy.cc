@@ -1,0 +1,88 @@
+#include "strided_copy.h"
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <gsl/assert>
+
+#include "ringkv/kernels/kernel_table.h"
+
+namespace ringkv::detail {
+namespace {
+
+struct Axis {
+  std::int64_t size;
+  std::int64_t src_stride;  // elements
+  std::int64_t dst_stride;  // elements
+};
+
+// Drops size-1 axes and merges each axis into the one outside it when both
+// tensors step over it contiguously (outer stride == inner size * inner stride).
+// Returns the number of merged axes, outermost first; 0 means a single element.
+int Coalesce(const Tensor& src, const Tensor& dst, std::array<Axis, Shape::kMaxRank>& axes) {
+  int count = 0;
+  for (int axis = 0; axis < src.Rank(); ++axis) {
+    const Axis next{src.Dim(axis), src.Stride(axis), dst.Stride(axis)};
+    if (next.size == 1) continue;
+    if (count > 0) {
+      Axis& last = axes[static_cast<std::size_t>(count - 1)];
+      if (last.src_stride == next.size * next.src_stride &&
+          last.dst_stride == next.size * next.dst_stride) {
+        last = Axis{last.size * next.size, next.src_stride, next.dst_stride};
+        continue;
+      }
+    }
+    axes[static_cast<std::size_t>(count++)] = next;
+  }
+  return count;
+}
+
+}  // namespace
+
+void CopyElements(const Tensor& src, Tensor& dst) noexcept {
+  Expects(src.GetShape() == dst.GetShape());
+  if (src.NumElements() == 0) return;
+
+  std::array<Axis, Shape::kMaxRank> axes{};
+  int count = Coalesce(src, dst, axes);
+  // The innermost axis becomes one bulk run when both sides are unit-stride.
+  std::int64_t run = 1;
+  if (count > 0) {
+    const Axis& inner = axes[static_cast<std::size_t>(count - 1)];
+    if (inner.src_stride == 1 && inner.dst_stride == 1) {
+      run = inner.size;
+      --count;
+    }
+  }
+
+  const auto convert = kernels::BestKernels().convert;
+  const DType from = src.Dtype();
+  const DType to = dst.Dtype();
+  const auto src_elem = static_cast<std::ptrdiff_t>(SizeOf(from));
+  const auto dst_elem = static_cast<std::ptrdiff_t>(SizeOf(to));
+  const auto* src_base = static_cast<const std::byte*>(src.Data());
+  auto* dst_base = static_cast<std::byte*>(dst.MutableData());
+  const auto run_size = static_cast<std::size_t>(run);
+
+  // Odometer over the outer axes; `index` is the position on each of them.
+  std::array<std::int64_t, Shape::kMaxRank> index{};
+  std::ptrdiff_t src_offset = 0;  // elements
+  std::ptrdiff_t dst_offset = 0;
+  while (true) {
+    convert(from, src_base + src_offset * src_elem, to, dst_base + dst_offset * dst_elem, run_size);
+    int axis = count - 1;
+    for (; axis >= 0; --axis) {
+      const Axis& a = axes[static_cast<std::size_t>(axis)];
+      auto& i = index[static_cast<std::size_t>(axis)];
+      src_offset += a.src_stride;
+      dst_offset += a.dst_stride;
+      if (++i < a.size) break;
+      src_offset -= a.size * a.src_stride;
+      dst_offset -= a.size * a.dst_stride;
+      i = 0;
+    }
+    if (axis < 0) return;
+  }
+}
+
+}  // namespace ringkv::detail
