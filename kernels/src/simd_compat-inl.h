@@ -1,22 +1,39 @@
 #pragma once
 // Shims over xsimd 8.1 shared by every per-ISA translation unit: horizontal
-// reductions (reduce_add/reduce_max arrived in 9.0) and loads/stores that convert
-// f16/bf16 to and from f32 in registers (8.1 has no half batch types).
+// reductions (reduce_add/reduce_max arrived in 9.0), loads/stores that convert
+// f16/bf16 to and from f32 in registers (8.1 has no half batch types), and a
+// vectorised byte copy.
 //
 // Included only by the isa_*.cc units. Everything is in an anonymous namespace,
 // so each unit gets its own copy with internal linkage: a shared inline function
 // would be a weak symbol, and the linker could keep the AVX-512 copy for every
 // caller (docs/kernels.md, "linkage"). For the same reason, call no std::
-// function templates (std::min, std::max, ...) from -inl.h code.
+// function templates (std::min, std::max, std::copy, ...) from -inl.h code, and
+// avoid xsimd entry points that call them: 8.1's converting
+// batch<uint32_t>::load_unaligned(const uint16_t*) goes through std::copy, so the
+// 16 -> 32 bit widening below uses the intrinsics directly.
 // Always name the arch: batch<float, Arch>, never batch<float>.
+//
+// At -O0 a compiler emits every xsimd member function a kernel calls as a weak
+// (COMDAT) symbol. Kernel entry points are therefore RINGKV_KERNEL_FLATTEN: the
+// whole call tree is inlined at every optimisation level, so no such copy is
+// emitted and tools/check_isa_linkage.sh holds in Debug builds too.
 
 #include <immintrin.h>
 
+#include <bit>
+#include <cstddef>
 #include <cstdint>
 #include <type_traits>
 #include <xsimd/xsimd.hpp>
 
 #include "ringkv/kernels/dtype.h"
+
+#if defined(__GNUC__) || defined(__clang__)
+#define RINGKV_KERNEL_FLATTEN __attribute__((flatten))
+#else
+#define RINGKV_KERNEL_FLATTEN
+#endif
 
 namespace ringkv::kernels {
 namespace {
@@ -24,8 +41,11 @@ namespace {
 template <class Arch>
 using FloatBatch = xsimd::batch<float, Arch>;
 
+// Our AVX2 tier requires F16C, and every AVX-512F CPU has it (vcvtph2ps zmm is
+// AVX-512F itself). Note that in xsimd 8.1 avx512f derives from generic, not avx2.
 template <class Arch>
-constexpr bool kHasF16c = std::is_base_of_v<xsimd::avx2, Arch>;  // our AVX2+ tiers require F16C
+constexpr bool kHasF16c =
+    std::is_base_of_v<xsimd::avx2, Arch> || std::is_base_of_v<xsimd::avx512f, Arch>;
 
 template <class Arch>
 float ReduceAdd(const FloatBatch<Arch>& v) {
@@ -55,6 +75,123 @@ struct BF16Tag {
   static constexpr DType kDType = DType::kBF16;
 };
 
+// One element of Tag as f32 and back (tails), the same rounding as the batches.
+template <class Tag>
+float ScalarToFloat(typename Tag::Stored x) {
+  if constexpr (std::is_same_v<Tag, F32Tag>) {
+    return x;
+  } else if constexpr (std::is_same_v<Tag, F16Tag>) {
+    // A NaN comes out quiet, as vcvtph2ps makes it, so that a tier's vector body
+    // and its tail agree (F16ToF32 keeps a signalling NaN signalling).
+    const float wide = F16ToF32(x);
+    return (x & 0x7FFFu) > 0x7C00u
+               ? std::bit_cast<float>(std::bit_cast<std::uint32_t>(wide) | 0x400000u)
+               : wide;
+  } else {
+    return BF16ToF32(x);
+  }
+}
+
+template <class Tag>
+typename Tag::Stored ScalarFromFloat(float x) {
+  if constexpr (std::is_same_v<Tag, F32Tag>) {
+    return x;
+  } else if constexpr (std::is_same_v<Tag, F16Tag>) {
+    return F32ToF16(x);
+  } else {
+    return F32ToBF16(x);
+  }
+}
+
+// Reinterprets the lanes (xsimd 8.1 spells it bitwise_cast<batch<To, Arch>>).
+template <class To, class From, class Arch>
+xsimd::batch<To, Arch> BitCast(const xsimd::batch<From, Arch>& x) {
+  return xsimd::bitwise_cast<xsimd::batch<To, Arch>>(x);
+}
+
+template <class Arch>
+using U32Batch = xsimd::batch<std::uint32_t, Arch>;
+template <class Arch>
+using I32Batch = xsimd::batch<std::int32_t, Arch>;
+
+// Zero-extends U32Batch<Arch>::size 16-bit values (vpmovzxwd).
+template <class Arch>
+U32Batch<Arch> LoadWidenU16(const std::uint16_t* p) {
+  constexpr std::size_t kLanes = U32Batch<Arch>::size;
+  if constexpr (kLanes == 16) {
+    return _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  } else if constexpr (kLanes == 8) {
+    return _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  } else {
+    static_assert(kLanes == 4, "unsupported batch width");
+    return _mm_cvtepu16_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+  }
+}
+
+// Stores the low 16 bits of each lane; every lane must be <= 0xFFFF (the packs
+// saturate as signed 32 -> unsigned 16, exact in that range).
+template <class Arch>
+void StoreNarrowU16(const U32Batch<Arch>& v, std::uint16_t* p) {
+  constexpr std::size_t kLanes = U32Batch<Arch>::size;
+  if constexpr (kLanes == 16) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtepi32_epi16(v));
+  } else if constexpr (kLanes == 8) {
+    // packus works per 128-bit lane: [v0..3 v0..3 | v4..7 v4..7]; gather qwords 0 and 2.
+    const __m256i packed = _mm256_packus_epi32(v, v);
+    const __m256i ordered = _mm256_permute4x64_epi64(packed, 0xD8);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_castsi256_si128(ordered));
+  } else {
+    static_assert(kLanes == 4, "unsupported batch width");
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(p), _mm_packus_epi32(v, v));
+  }
+}
+
+// f16 bits (zero-extended) -> f32 without F16C, integer only like F16ToF32:
+// normals rebias the exponent, Inf/NaN keep their payload, subnormals are
+// mantissa * 2^-24 (exact: the int -> float conversion and the power-of-two
+// scale are both exact, and the result is an f32 normal).
+template <class Arch>
+FloatBatch<Arch> F16BitsToFloat(const U32Batch<Arch>& h) {
+  using I = I32Batch<Arch>;
+  using B = FloatBatch<Arch>;
+  const I bits = BitCast<std::int32_t>(h);
+  const I sign = (bits & I(0x8000)) << 16;
+  const I em = bits & I(0x7FFF);
+  const I exponent = em & I(0x7C00);
+  const I normal = (em << 13) + I(112 << 23);
+  // Inf keeps a zero mantissa; a NaN keeps its payload and is made quiet (bit 22),
+  // as vcvtph2ps does.
+  const I quiet = xsimd::select(em > I(0x7C00), I(0x400000), I(0));
+  const I inf_nan = (em << 13) | I(0x7F800000) | quiet;
+  const I subnormal = BitCast<std::int32_t>(xsimd::batch_cast<float>(em) * B(0x1p-24f));
+  const I out = xsimd::select(exponent == I(0x7C00), inf_nan,
+                              xsimd::select(exponent == I(0), subnormal, normal));
+  return BitCast<float>(out | sign);
+}
+
+// f32 -> f16 bits without F16C, integer only like F32ToF16, for lanes whose
+// result is zero, normal, Inf or NaN. Sets `has_subnormal` when a lane would be a
+// nonzero f16 subnormal: that needs a per-lane variable shift SSE4.2 lacks, so
+// the caller converts such (rare) batches lane by lane.
+template <class Arch>
+U32Batch<Arch> FloatToF16Bits(const FloatBatch<Arch>& v, bool& has_subnormal) {
+  using I = I32Batch<Arch>;
+  const I x = BitCast<std::int32_t>(v);
+  const I sign = (x >> 16) & I(0x8000);
+  const I mag = x & I(0x7FFFFFFF);
+  // Rebias to the half exponent, then round the 13 dropped bits to nearest even;
+  // a carry ripples into the exponent, up to Inf (0x7C00).
+  const I rebased = mag - I(112 << 23);
+  const I normal = (rebased + I(0xFFF) + ((rebased >> 13) & I(1))) >> 13;
+  const I nan = I(0x7E00) | ((mag >> 13) & I(0x3FF));  // quiet, top payload bits
+  const I out = xsimd::select(mag > I(0x7F800000), nan,
+                              xsimd::select(mag >= I(0x47800000), I(0x7C00),  // |v| >= 65536: Inf
+                                            xsimd::select(mag >= I(0x38800000), normal, I(0))));
+  // [2^-25, 2^-14): rounds to a subnormal (or up to the smallest normal).
+  has_subnormal = xsimd::any((mag >= I(0x33000000)) & (mag < I(0x38800000)));
+  return BitCast<std::uint32_t>(out | sign);
+}
+
 // Loads FloatBatch<Arch>::size elements of type Tag from p as f32.
 template <class Arch, class Tag>
 FloatBatch<Arch> LoadAsFloat(const typename Tag::Stored* p) {
@@ -63,16 +200,13 @@ FloatBatch<Arch> LoadAsFloat(const typename Tag::Stored* p) {
     return B::load_unaligned(p);
   } else if constexpr (std::is_same_v<Tag, BF16Tag>) {
     // bf16 is the top half of an f32: widen to 32 bits and shift into place.
-    const auto wide = xsimd::batch<std::uint32_t, Arch>::load_unaligned(p);
-    return xsimd::bitwise_cast<float>(wide << 16);
+    return BitCast<float>(LoadWidenU16<Arch>(p) << 16);
   } else if constexpr (kHasF16c<Arch> && B::size == 16) {
     return B(_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))));
   } else if constexpr (kHasF16c<Arch> && B::size == 8) {
     return B(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
   } else {
-    alignas(64) float lanes[B::size];
-    for (std::size_t i = 0; i < B::size; ++i) lanes[i] = F16ToF32(p[i]);
-    return B::load_aligned(lanes);
+    return F16BitsToFloat<Arch>(LoadWidenU16<Arch>(p));
   }
 }
 
@@ -83,15 +217,18 @@ void StoreFromFloat(const FloatBatch<Arch>& v, typename Tag::Stored* p) {
   if constexpr (std::is_same_v<Tag, F32Tag>) {
     v.store_unaligned(p);
   } else if constexpr (std::is_same_v<Tag, BF16Tag>) {
-    using U = xsimd::batch<std::uint32_t, Arch>;
-    const U bits = xsimd::bitwise_cast<std::uint32_t>(v);
+    using U = U32Batch<Arch>;
+    const U bits = BitCast<std::uint32_t>(v);
     const U lsb = (bits >> 16) & U(1u);
     const U rounded = (bits + U(0x7FFFu) + lsb) >> 16;
     const U quiet_nan = (bits >> 16) | U(0x40u);
-    const U out = xsimd::select(v != v, quiet_nan, rounded);  // NaN != NaN
-    alignas(64) std::uint32_t lanes[U::size];
-    out.store_aligned(lanes);
-    for (std::size_t i = 0; i < U::size; ++i) p[i] = static_cast<std::uint16_t>(lanes[i]);
+    // NaN test on the bits: 8.1's float != is _CMP_NEQ_OQ on AVX and AVX-512,
+    // false for NaN, so `v != v` does not find NaNs there.
+    using I = I32Batch<Arch>;
+    const I magnitude = BitCast<std::int32_t>(bits) & I(0x7FFFFFFF);
+    const I out = xsimd::select(magnitude > I(0x7F800000), BitCast<std::int32_t>(quiet_nan),
+                                BitCast<std::int32_t>(rounded));
+    StoreNarrowU16<Arch>(BitCast<std::uint32_t>(out), p);
   } else if constexpr (kHasF16c<Arch> && B::size == 16) {
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(p),
                         _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
@@ -99,10 +236,54 @@ void StoreFromFloat(const FloatBatch<Arch>& v, typename Tag::Stored* p) {
     _mm_storeu_si128(reinterpret_cast<__m128i*>(p),
                      _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
   } else {
+    bool has_subnormal = false;
+    const U32Batch<Arch> h = FloatToF16Bits<Arch>(v, has_subnormal);
+    if (!has_subnormal) {
+      StoreNarrowU16<Arch>(h, p);
+      return;
+    }
     alignas(64) float lanes[B::size];
     v.store_aligned(lanes);
     for (std::size_t i = 0; i < B::size; ++i) p[i] = F32ToF16(lanes[i]);
   }
+}
+
+// dst[0, bytes) = src[0, bytes); the ranges must not overlap. Batches of bytes,
+// unaligned, four at a time; the tail is one overlapping batch when the copy is
+// at least a batch long, else fixed-size moves.
+template <class Arch>
+void CopyBytes(const std::uint8_t* src, std::uint8_t* dst, std::size_t bytes) {
+  using V = xsimd::batch<std::uint8_t, Arch>;
+  constexpr std::size_t kW = V::size;
+  std::size_t i = 0;
+  for (; i + 4 * kW <= bytes; i += 4 * kW) {
+    const V a = V::load_unaligned(src + i);
+    const V b = V::load_unaligned(src + i + kW);
+    const V c = V::load_unaligned(src + i + 2 * kW);
+    const V d = V::load_unaligned(src + i + 3 * kW);
+    a.store_unaligned(dst + i);
+    b.store_unaligned(dst + i + kW);
+    c.store_unaligned(dst + i + 2 * kW);
+    d.store_unaligned(dst + i + 3 * kW);
+  }
+  for (; i + kW <= bytes; i += kW) V::load_unaligned(src + i).store_unaligned(dst + i);
+  if (i == bytes) return;
+  if (bytes >= kW) {
+    V::load_unaligned(src + bytes - kW).store_unaligned(dst + bytes - kW);
+    return;
+  }
+  // Fewer than kW bytes in all: 8/4/2/1-byte moves (memcpy of a constant size is
+  // a plain load and store).
+  for (; i + 8 <= bytes; i += 8) __builtin_memcpy(dst + i, src + i, 8);
+  if (i + 4 <= bytes) {
+    __builtin_memcpy(dst + i, src + i, 4);
+    i += 4;
+  }
+  if (i + 2 <= bytes) {
+    __builtin_memcpy(dst + i, src + i, 2);
+    i += 2;
+  }
+  if (i < bytes) dst[i] = src[i];
 }
 
 }  // namespace

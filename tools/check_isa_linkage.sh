@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Checks the per-ISA linkage rule (docs/kernels.md, STYLE.md 3.2): each per-ISA
+# object defines exactly one external symbol, its Fill<Isa>Kernels. Weak symbols
+# (W/V, inline functions and template instances) count as external: the linker
+# keeps one copy of a weak symbol for the whole program, so a copy compiled with
+# -mavx512* flags could be the one baseline callers run.
+#   tools/check_isa_linkage.sh <isa_sse42.cc.o | isa_avx2.cc.o | isa_avx512.cc.o>...
+# NM may name the nm to use (CMake passes CMAKE_NM).
+set -euo pipefail
+
+nm_tool="${NM:-nm}"
+if [ "$#" -eq 0 ]; then
+  echo "usage: $0 <per-ISA object files...>" >&2
+  exit 2
+fi
+
+# Compiler-generated, not code: the exception personality's DWARF reference is
+# an identical data word in every object, whatever the flags.
+allowed='^DW\.ref\.__gxx_personality_v0$'
+
+failed=0
+for obj in "$@"; do
+  case "$(basename "$obj")" in
+    isa_sse42.cc.o) want='ringkv::kernels::FillSse42Kernels(ringkv::kernels::KernelTable&)' ;;
+    isa_avx2.cc.o) want='ringkv::kernels::FillAvx2Kernels(ringkv::kernels::KernelTable&)' ;;
+    isa_avx512.cc.o) want='ringkv::kernels::FillAvx512Kernels(ringkv::kernels::KernelTable&)' ;;
+    *)
+      echo "FAIL $obj: not a per-ISA object (isa_sse42/avx2/avx512.cc.o)" >&2
+      failed=1
+      continue
+      ;;
+  esac
+  if [ ! -f "$obj" ]; then
+    echo "FAIL $obj: no such file" >&2
+    failed=1
+    continue
+  fi
+  # "<address> <type> <demangled name with spaces>": keep type and name.
+  symbols=$("$nm_tool" --defined-only --extern-only --demangle "$obj" |
+    awk '{ type = $2; $1 = ""; $2 = ""; sub(/^  /, ""); print type "\t" $0 }')
+  found=0
+  extra=""
+  while IFS=$'\t' read -r type name; do
+    [ -z "$name" ] && continue
+    if [ "$name" = "$want" ] && [ "$type" = "T" ]; then
+      found=1
+    elif ! [[ "$name" =~ $allowed ]]; then
+      extra+="    $type $name"$'\n'
+    fi
+  done <<<"$symbols"
+  if [ "$found" -ne 1 ]; then
+    echo "FAIL $obj: does not define $want" >&2
+    failed=1
+  fi
+  if [ -n "$extra" ]; then
+    echo "FAIL $obj: external symbols besides $want:" >&2
+    printf '%s' "$extra" >&2
+    failed=1
+  fi
+  if [ "$found" -eq 1 ] && [ -z "$extra" ]; then
+    echo "ok   $obj: only $want"
+  fi
+done
+exit "$failed"
