@@ -1,16 +1,338 @@
 #pragma once
-// PLACEHOLDER: until the xsimd body lands, this tier uses the scalar one.
+// The SIMD attend kernel (see attend_tile.h): online softmax of a tile of query
+// rows (G heads sharing one kv head x Lt rows) against a key range, one block of
+// `tile.block` keys at a time:
+//   (1) s[r][j] = q_r . k_j       register tiles of rows x keys, K converted in
+//                                 registers once per row group, hadd transpose
+//   (2) mask; m' = max(m, max_j s), alpha = exp(m - m'), p = exp(s - m'),
+//       l = l * alpha + sum_j p   xsimd::exp on whole batches
+//   (3) acc = acc * alpha + sum_j p[r][j] v_j   register tiles of rows x Dv
+//                                 vectors held across the whole block
+// Everything lives in an anonymous namespace (internal linkage, see
+// simd_compat-inl.h); no std:: function templates, no std containers.
+#include <cstdint>
+
+#include "attend_tile.h"
 #include "fill_kernels.h"
 #include "simd_compat-inl.h"
 
 namespace ringkv::kernels {
 namespace {
 
+constexpr float kAttendNegInf = -__builtin_inff();
+
+template <class Tag>
+float LoadScalarAsFloat(const typename Tag::Stored* p) {
+  if constexpr (std::is_same_v<Tag, F32Tag>) {
+    return *p;
+  } else if constexpr (std::is_same_v<Tag, BF16Tag>) {
+    const std::uint32_t bits = static_cast<std::uint32_t>(*p) << 16;
+    float f;
+    __builtin_memcpy(&f, &bits, sizeof f);
+    return f;
+  } else {
+    return F16ToF32(*p);
+  }
+}
+
+template <class Arch, class Tag>
+struct Attender {
+  using B = FloatBatch<Arch>;
+  using Stored = typename Tag::Stored;
+  static constexpr std::int64_t kN = static_cast<std::int64_t>(B::size);
+
+  // out[r * out_stride + j] = q_r . k_j for R rows (q_stride apart) and K keys.
+  // R x K independent accumulators hide the FMA latency; each K vector is
+  // converted once and used by all R rows.
+  template <int R, int K>
+  static void Dots(const float* q, std::int64_t q_stride, const Stored* k, std::int64_t k_stride,
+                   std::int64_t d, float* out, std::int64_t out_stride) {
+    B acc[static_cast<std::size_t>(R * K)];
+#pragma GCC unroll 32
+    for (int a = 0; a < R * K; ++a) acc[a] = B(0.0f);
+    const std::int64_t d_vec = d - d % kN;
+    for (std::int64_t c = 0; c < d_vec; c += kN) {
+      B kv[static_cast<std::size_t>(K)];
+#pragma GCC unroll 16
+      for (int j = 0; j < K; ++j) kv[j] = LoadAsFloat<Arch, Tag>(k + j * k_stride + c);
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) {
+        const B qv = B::load_unaligned(q + r * q_stride + c);
+#pragma GCC unroll 16
+        for (int j = 0; j < K; ++j) acc[r * K + j] = xsimd::fma(qv, kv[j], acc[r * K + j]);
+      }
+    }
+    alignas(64) float sums[static_cast<std::size_t>(R * K)];
+    if constexpr ((kN == 4 || kN == 8) && (R * K) % kN == 0) {
+      // Transpose-add: kN accumulators reduce to one batch of kN sums.
+#pragma GCC unroll 16
+      for (int g = 0; g < R * K; g += static_cast<int>(kN)) {
+        xsimd::haddp(acc + g).store_aligned(sums + g);
+      }
+    } else {
+#pragma GCC unroll 32
+      for (int a = 0; a < R * K; ++a) sums[a] = ReduceAdd<Arch>(acc[a]);
+    }
+    for (std::int64_t c = d_vec; c < d; ++c) {
+      for (int j = 0; j < K; ++j) {
+        const float kc = LoadScalarAsFloat<Tag>(k + j * k_stride + c);
+        for (int r = 0; r < R; ++r) sums[r * K + j] += q[r * q_stride + c] * kc;
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      for (int j = 0; j < K; ++j) out[r * out_stride + j] = sums[r * K + j];
+    }
+  }
+
+  // Scores of R rows against the kb keys of a block.
+  template <int R, int K>
+  static void ScoreRows(const float* q, std::int64_t q_stride, const Stored* k,
+                        std::int64_t k_stride, std::int64_t kb, std::int64_t d, float* s,
+                        std::int64_t s_stride) {
+    std::int64_t j = 0;
+    for (; j + K <= kb; j += K)
+      Dots<R, K>(q, q_stride, k + j * k_stride, k_stride, d, s + j, s_stride);
+    for (; j < kb; ++j) Dots<R, 1>(q, q_stride, k + j * k_stride, k_stride, d, s + j, s_stride);
+  }
+
+  // acc_r = acc_r * alpha_r + sum_j p[r][j] v_j over VC vectors of Dv at a time;
+  // the R x VC accumulators stay in registers for the whole block.
+  template <int R, int VC>
+  static std::int64_t AccumulateChunks(const float* p, std::int64_t p_stride, const float* alpha,
+                                       const Stored* v, std::int64_t v_stride, std::int64_t kb,
+                                       std::int64_t c, std::int64_t dv, float* acc,
+                                       std::int64_t acc_stride) {
+    for (; c + VC * kN <= dv; c += VC * kN) {
+      B a[static_cast<std::size_t>(R * VC)];
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) {
+        const B scale(alpha[r]);
+#pragma GCC unroll 16
+        for (int x = 0; x < VC; ++x) {
+          a[r * VC + x] = B::load_unaligned(acc + r * acc_stride + c + x * kN) * scale;
+        }
+      }
+      for (std::int64_t j = 0; j < kb; ++j) {
+        const Stored* vj = v + j * v_stride + c;
+        B vv[static_cast<std::size_t>(VC)];
+#pragma GCC unroll 16
+        for (int x = 0; x < VC; ++x) vv[x] = LoadAsFloat<Arch, Tag>(vj + x * kN);
+#pragma GCC unroll 16
+        for (int r = 0; r < R; ++r) {
+          const B pr(p[r * p_stride + j]);
+#pragma GCC unroll 16
+          for (int x = 0; x < VC; ++x) a[r * VC + x] = xsimd::fma(pr, vv[x], a[r * VC + x]);
+        }
+      }
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 16
+        for (int x = 0; x < VC; ++x)
+          a[r * VC + x].store_unaligned(acc + r * acc_stride + c + x * kN);
+      }
+    }
+    return c;
+  }
+
+  template <int R, int VC>
+  static void AccumulateRows(const float* p, std::int64_t p_stride, const float* alpha,
+                             const Stored* v, std::int64_t v_stride, std::int64_t kb,
+                             std::int64_t dv, float* acc, std::int64_t acc_stride) {
+    std::int64_t c =
+        AccumulateChunks<R, VC>(p, p_stride, alpha, v, v_stride, kb, 0, dv, acc, acc_stride);
+    c = AccumulateChunks<R, 1>(p, p_stride, alpha, v, v_stride, kb, c, dv, acc, acc_stride);
+    for (; c < dv; ++c) {
+      for (int r = 0; r < R; ++r) {
+        float sum = acc[r * acc_stride + c] * alpha[r];
+        for (std::int64_t j = 0; j < kb; ++j) {
+          sum += p[r * p_stride + j] * LoadScalarAsFloat<Tag>(v + j * v_stride + c);
+        }
+        acc[r * acc_stride + c] = sum;
+      }
+    }
+  }
+
+  // Masks the scores of one block; returns false when no row sees any of its keys.
+  static bool MaskBlock(const AttendTile& t, std::int64_t tb, std::int64_t kb, float* s) {
+    const bool positional =
+        t.mask_kind == MaskKind::kCausal || t.mask_kind == MaskKind::kSlidingWindow;
+    const bool windowed = t.mask_kind == MaskKind::kSlidingWindow;
+    if (positional) {
+      const std::int64_t last_pos = t.pos0 + t.rows - 1;
+      if (tb > last_pos) return false;
+      if (windowed && tb + kb - 1 <= t.pos0 - t.window) return false;
+      const bool all_visible = tb + kb - 1 <= t.pos0 && (!windowed || tb > last_pos - t.window);
+      if (!all_visible) {
+        // Only diagonal (and window-edge) blocks get here.
+        for (std::int64_t i = 0; i < t.rows; ++i) {
+          const std::int64_t pos = t.pos0 + i;
+          std::int64_t lo = windowed ? pos - t.window + 1 - tb : 0;  // first visible j
+          std::int64_t hi = pos + 1 - tb;                            // past the last one
+          lo = lo < 0 ? 0 : lo;
+          hi = hi > kb ? kb : hi;
+          for (std::int64_t g = 0; g < t.heads; ++g) {
+            float* sr = s + (g * t.rows + i) * t.block;
+            for (std::int64_t j = 0; j < kb; ++j) {
+              if (j < lo || j >= hi) sr[j] = kAttendNegInf;
+            }
+          }
+        }
+      }
+    } else if (t.mask_kind == MaskKind::kAdditive || t.mask_kind == MaskKind::kBoolean) {
+      for (std::int64_t g = 0; g < t.heads; ++g) {
+        for (std::int64_t i = 0; i < t.rows; ++i) {
+          float* sr = s + (g * t.rows + i) * t.block;
+          const std::int64_t base =
+              g * t.mask_head_stride + i * t.mask_row_stride + tb * t.mask_key_stride;
+          if (t.mask_kind == MaskKind::kAdditive) {
+            const float* mk = static_cast<const float*>(t.mask) + base;
+            for (std::int64_t j = 0; j < kb; ++j) sr[j] += mk[j * t.mask_key_stride];
+          } else {
+            const auto* mk = static_cast<const std::uint8_t*>(t.mask) + base;
+            for (std::int64_t j = 0; j < kb; ++j) {
+              if (mk[j * t.mask_key_stride] == 0) sr[j] = kAttendNegInf;
+            }
+          }
+        }
+      }
+    }
+    return true;
+  }
+
+  // Online-softmax update of every row over one block's scores s (padded with
+  // -inf to whole batches); s becomes p, alpha[r] the rescale of the old state.
+  static void Softmax(const AttendTile& t, std::int64_t rows_total, std::int64_t kb, float* s,
+                      float* alpha) {
+    const std::int64_t kb_pad = (kb + kN - 1) / kN * kN;
+    for (std::int64_t r = 0; r < rows_total; ++r) {
+      float* sr = s + r * t.block;
+      for (std::int64_t j = kb; j < kb_pad; ++j) sr[j] = kAttendNegInf;
+      B mx(kAttendNegInf);
+      for (std::int64_t j = 0; j < kb_pad; j += kN) mx = xsimd::max(mx, B::load_unaligned(sr + j));
+      const float block_max = ReduceMax<Arch>(mx);
+      const float m_old = t.m[r];
+      const float m_new = block_max > m_old ? block_max : m_old;
+      if (m_new == kAttendNegInf) {  // nothing visible yet: keep the empty state
+        alpha[r] = 1.0f;
+        for (std::int64_t j = 0; j < kb_pad; j += kN) B(0.0f).store_unaligned(sr + j);
+        continue;
+      }
+      alignas(64) float lanes[B::size];
+      xsimd::exp(B(m_old - m_new)).store_aligned(lanes);
+      alpha[r] = lanes[0];
+      const B mn(m_new);
+      B sum(0.0f);
+      for (std::int64_t j = 0; j < kb_pad; j += kN) {
+        const B pj = xsimd::exp(B::load_unaligned(sr + j) - mn);
+        pj.store_unaligned(sr + j);
+        sum += pj;
+      }
+      t.l[r] = t.l[r] * alpha[r] + ReduceAdd<Arch>(sum);
+      t.m[r] = m_new;
+    }
+  }
+
+  static void Attend(const AttendTile& t) {
+    const std::int64_t rows_total = t.heads * t.rows;
+    const std::int64_t qd = (t.d + 15) / 16 * 16;
+    float* qs = t.scratch;                    // [rows_total, qd] scaled queries
+    float* s = qs + rows_total * qd;          // [rows_total, block] scores, then p
+    float* alpha = s + rows_total * t.block;  // [rows_total]
+    for (std::int64_t g = 0; g < t.heads; ++g) {
+      for (std::int64_t i = 0; i < t.rows; ++i) {
+        const float* q = t.q + g * t.q_head_stride + i * t.q_row_stride;
+        float* dst = qs + (g * t.rows + i) * qd;
+        for (std::int64_t c = 0; c < t.d; ++c) dst[c] = q[c] * t.scale;
+      }
+    }
+    for (std::int64_t r = 0; r < rows_total; ++r) {
+      t.m[r] = kAttendNegInf;
+      t.l[r] = 0.0f;
+      for (std::int64_t c = 0; c < t.dv; ++c) t.acc[r * t.acc_stride + c] = 0.0f;
+    }
+    for (std::int64_t ri = 0; ri < t.run_count; ++ri) {
+      const KvRun& run = t.runs[ri];
+      const std::int64_t first = run.begin > t.t0 ? run.begin : t.t0;
+      const std::int64_t end = run.begin + run.count < t.t1 ? run.begin + run.count : t.t1;
+      for (std::int64_t tb = first; tb < end; tb += t.block) {
+        const std::int64_t kb = end - tb < t.block ? end - tb : t.block;
+        const Stored* k = static_cast<const Stored*>(run.k) + (tb - run.begin) * run.k_stride;
+        const Stored* v = static_cast<const Stored*>(run.v) + (tb - run.begin) * run.v_stride;
+        Block(t, rows_total, qd, qs, s, alpha, k, run.k_stride, v, run.v_stride, tb, kb);
+      }
+    }
+  }
+
+  static void Block(const AttendTile& t, std::int64_t rows_total, std::int64_t qd, const float* qs,
+                    float* s, float* alpha, const Stored* k, std::int64_t k_stride, const Stored* v,
+                    std::int64_t v_stride, std::int64_t tb, std::int64_t kb) {
+    const bool positional =
+        t.mask_kind == MaskKind::kCausal || t.mask_kind == MaskKind::kSlidingWindow;
+    if (positional) {  // skip blocks no row can see before spending any work
+      if (tb > t.pos0 + t.rows - 1) return;
+      if (t.mask_kind == MaskKind::kSlidingWindow && tb + kb - 1 <= t.pos0 - t.window) return;
+    }
+    std::int64_t r = 0;
+    for (; r + 4 <= rows_total; r += 4) {
+      ScoreRows<4, 2>(qs + r * qd, qd, k, k_stride, kb, t.d, s + r * t.block, t.block);
+    }
+    switch (rows_total - r) {
+      case 3:
+        ScoreRows<3, 2>(qs + r * qd, qd, k, k_stride, kb, t.d, s + r * t.block, t.block);
+        break;
+      case 2:
+        ScoreRows<2, 4>(qs + r * qd, qd, k, k_stride, kb, t.d, s + r * t.block, t.block);
+        break;
+      case 1:
+        ScoreRows<1, 8>(qs + r * qd, qd, k, k_stride, kb, t.d, s + r * t.block, t.block);
+        break;
+      default:
+        break;
+    }
+    if (!MaskBlock(t, tb, kb, s)) return;
+    Softmax(t, rows_total, kb, s, alpha);
+    r = 0;
+    for (; r + 4 <= rows_total; r += 4) {
+      AccumulateRows<4, 2>(s + r * t.block, t.block, alpha + r, v, v_stride, kb, t.dv,
+                           t.acc + r * t.acc_stride, t.acc_stride);
+    }
+    switch (rows_total - r) {
+      case 3:
+        AccumulateRows<3, 2>(s + r * t.block, t.block, alpha + r, v, v_stride, kb, t.dv,
+                             t.acc + r * t.acc_stride, t.acc_stride);
+        break;
+      case 2:
+        AccumulateRows<2, 4>(s + r * t.block, t.block, alpha + r, v, v_stride, kb, t.dv,
+                             t.acc + r * t.acc_stride, t.acc_stride);
+        break;
+      case 1:
+        AccumulateRows<1, 8>(s + r * t.block, t.block, alpha + r, v, v_stride, kb, t.dv,
+                             t.acc + r * t.acc_stride, t.acc_stride);
+        break;
+      default:
+        break;
+    }
+  }
+};
+
+template <class Arch>
+void AttendFor(const AttendTile& tile) noexcept {
+  switch (tile.kv_dtype) {
+    case DType::kF32:
+      Attender<Arch, F32Tag>::Attend(tile);
+      return;
+    case DType::kF16:
+      Attender<Arch, F16Tag>::Attend(tile);
+      return;
+    case DType::kBF16:
+      Attender<Arch, BF16Tag>::Attend(tile);
+      return;
+  }
+}
+
 template <class Arch>
 void FillAttend(KernelTable& table) {
-  KernelTable scalar;
-  FillScalarKernels(scalar);
-  table.attend = scalar.attend;
+  table.attend = AttendFor<Arch>;
 }
 
 }  // namespace

@@ -1,7 +1,10 @@
 // The plain scalar tier: portable loops, no intrinsics. It is also the fallback
 // on CPUs without SSE4.2, and it is tested against reference.cc like every tier.
+#include <cmath>
 #include <cstring>
+#include <limits>
 
+#include "attend_tile.h"
 #include "fill_kernels.h"
 #include "ringkv/kernels/dtype.h"
 
@@ -49,13 +52,81 @@ void RingGather(const void* src, std::ptrdiff_t src_row_stride, void* dst,
   // by ring_idx, i.e. logical [k - r, k) lands in slots [0, r).
   const std::size_t r = k == 0 ? 0 : ring_idx % k;
   for (std::size_t row = 0; row < rows; ++row) {
-    const auto* s = static_cast<const std::byte*>(src) +
-                    static_cast<std::ptrdiff_t>(row) * src_row_stride *
-                        static_cast<std::ptrdiff_t>(elem_size);
+    const auto* s = static_cast<const std::byte*>(src) + static_cast<std::ptrdiff_t>(row) *
+                                                             src_row_stride *
+                                                             static_cast<std::ptrdiff_t>(elem_size);
     auto* d = static_cast<std::byte*>(dst) + static_cast<std::ptrdiff_t>(row) * dst_row_stride *
                                                  static_cast<std::ptrdiff_t>(elem_size);
     std::memcpy(d, s + (k - r) * elem_size, r * elem_size);
     std::memcpy(d + r * elem_size, s, (k - r) * elem_size);
+  }
+}
+
+// The mask term of row (g, i) and global key t: 0, -inf, or the additive value.
+float MaskTerm(const AttendTile& tile, std::int64_t g, std::int64_t i, std::int64_t t) {
+  constexpr float kHidden = -std::numeric_limits<float>::infinity();
+  const std::int64_t pos = tile.pos0 + i;
+  const std::int64_t off =
+      g * tile.mask_head_stride + i * tile.mask_row_stride + t * tile.mask_key_stride;
+  switch (tile.mask_kind) {
+    case MaskKind::kNone:
+      return 0.0f;
+    case MaskKind::kCausal:
+      return t <= pos ? 0.0f : kHidden;
+    case MaskKind::kSlidingWindow:
+      return t <= pos && t > pos - tile.window ? 0.0f : kHidden;
+    case MaskKind::kAdditive:
+      return static_cast<const float*>(tile.mask)[off];
+    case MaskKind::kBoolean:
+      return static_cast<const std::uint8_t*>(tile.mask)[off] != 0 ? 0.0f : kHidden;
+  }
+  return 0.0f;
+}
+
+// Streaming online softmax, one key at a time: when a key raises the running max
+// m, the old sum and accumulator are rescaled by exp(m_old - m_new).
+void Attend(const AttendTile& tile) noexcept {
+  const auto dv = static_cast<std::size_t>(tile.dv);
+  for (std::int64_t g = 0; g < tile.heads; ++g) {
+    for (std::int64_t i = 0; i < tile.rows; ++i) {
+      const std::int64_t r = g * tile.rows + i;
+      const float* q = tile.q + g * tile.q_head_stride + i * tile.q_row_stride;
+      float m = -std::numeric_limits<float>::infinity();
+      float l = 0.0f;
+      float* acc = tile.acc + r * tile.acc_stride;
+      for (std::size_t c = 0; c < dv; ++c) acc[c] = 0.0f;
+      for (std::int64_t run_index = 0; run_index < tile.run_count; ++run_index) {
+        const KvRun& run = tile.runs[run_index];
+        const std::int64_t first = run.begin > tile.t0 ? run.begin : tile.t0;
+        const std::int64_t end = run.begin + run.count < tile.t1 ? run.begin + run.count : tile.t1;
+        for (std::int64_t t = first; t < end; ++t) {
+          const float bias = MaskTerm(tile, g, i, t);
+          if (bias == -std::numeric_limits<float>::infinity()) continue;
+          const std::size_t k_off = static_cast<std::size_t>((t - run.begin) * run.k_stride);
+          const std::size_t v_off = static_cast<std::size_t>((t - run.begin) * run.v_stride);
+          float dot = 0.0f;
+          for (std::int64_t c = 0; c < tile.d; ++c) {
+            dot += q[c] * LoadAsFloat(tile.kv_dtype, run.k, k_off + static_cast<std::size_t>(c));
+          }
+          const float s = tile.scale * dot + bias;
+          float p = 1.0f;
+          if (s > m) {
+            const float alpha = std::exp(m - s);
+            l *= alpha;
+            for (std::size_t c = 0; c < dv; ++c) acc[c] *= alpha;
+            m = s;
+          } else {
+            p = std::exp(s - m);
+          }
+          l += p;
+          for (std::size_t c = 0; c < dv; ++c) {
+            acc[c] += p * LoadAsFloat(tile.kv_dtype, run.v, v_off + c);
+          }
+        }
+      }
+      tile.m[r] = m;
+      tile.l[r] = l;
+    }
   }
 }
 
@@ -64,7 +135,7 @@ void RingGather(const void* src, std::ptrdiff_t src_row_stride, void* dst,
 void FillScalarKernels(KernelTable& table) noexcept {
   table.convert = Convert;
   table.ring_gather = RingGather;
-  // table.attend: filled by the SDPA work (kernels/src/attend_scalar).
+  table.attend = Attend;
 }
 
 }  // namespace ringkv::kernels

@@ -1,0 +1,99 @@
+// See reference.h. Not tuned at all: clarity is the point.
+#include "reference.h"
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+namespace ringkv::kernels {
+namespace {
+
+double Element(const ArrayRef& a, std::int64_t i0, std::int64_t i1, std::int64_t i2,
+               std::int64_t i3) {
+  const std::int64_t off =
+      i0 * a.strides[0] + i1 * a.strides[1] + i2 * a.strides[2] + i3 * a.strides[3];
+  switch (a.dtype) {
+    case DType::kF32:
+      return static_cast<const float*>(a.data)[off];
+    case DType::kF16:
+      return F16ToF32(static_cast<const std::uint16_t*>(a.data)[off]);
+    case DType::kBF16:
+      return BF16ToF32(static_cast<const std::uint16_t*>(a.data)[off]);
+  }
+  return 0.0;
+}
+
+// The mask term of (b, h, i, t): 0 visible, -inf hidden, or the additive value.
+double MaskTerm(const MaskSpec& mask, std::int64_t b, std::int64_t h, std::int64_t i,
+                std::int64_t t, std::int64_t seq_l, std::int64_t seq_t) {
+  constexpr double kHidden = -std::numeric_limits<double>::infinity();
+  const std::int64_t pos = seq_t - seq_l + i;
+  const std::int64_t off =
+      b * mask.strides[0] + h * mask.strides[1] + i * mask.strides[2] + t * mask.strides[3];
+  switch (mask.kind) {
+    case MaskKind::kNone:
+      return 0.0;
+    case MaskKind::kCausal:
+      return t <= pos ? 0.0 : kHidden;
+    case MaskKind::kSlidingWindow:
+      return t <= pos && t > pos - mask.window ? 0.0 : kHidden;
+    case MaskKind::kAdditive:
+      return static_cast<const float*>(mask.data)[off];
+    case MaskKind::kBoolean:
+      return static_cast<const std::uint8_t*>(mask.data)[off] != 0 ? 0.0 : kHidden;
+  }
+  return 0.0;
+}
+
+}  // namespace
+
+std::vector<double> ReferenceSdpa(const SdpaParams& params) {
+  const ArrayRef& q = params.q;
+  const std::int64_t batch = q.shape[0];
+  const std::int64_t hq = q.shape[1];
+  const std::int64_t seq_l = q.shape[2];
+  const std::int64_t d = q.shape[3];
+  const std::int64_t hkv = params.kv.front().k.shape[1];
+  const std::int64_t dv = params.kv.front().v.shape[3];
+  std::int64_t seq_t = 0;
+  for (const KvSegment& seg : params.kv) seq_t += seg.k.shape[2];
+
+  std::vector<double> out(static_cast<std::size_t>(batch * hq * seq_l * dv), 0.0);
+  std::vector<double> logits(static_cast<std::size_t>(seq_t));
+  for (std::int64_t b = 0; b < batch; ++b) {
+    for (std::int64_t h = 0; h < hq; ++h) {
+      const std::int64_t kvh = h / (hq / hkv);
+      for (std::int64_t i = 0; i < seq_l; ++i) {
+        double max_logit = -std::numeric_limits<double>::infinity();
+        std::int64_t t = 0;
+        for (const KvSegment& seg : params.kv) {
+          for (std::int64_t j = 0; j < seg.k.shape[2]; ++j, ++t) {
+            double dot = 0.0;
+            for (std::int64_t c = 0; c < d; ++c) {
+              dot += Element(q, b, h, i, c) * Element(seg.k, b, kvh, j, c);
+            }
+            const double logit = static_cast<double>(params.scale) * dot +
+                                 MaskTerm(params.mask, b, h, i, t, seq_l, seq_t);
+            logits[static_cast<std::size_t>(t)] = logit;
+            if (logit > max_logit) max_logit = logit;
+          }
+        }
+        double* o = out.data() + ((b * hq + h) * seq_l + i) * dv;
+        if (max_logit == -std::numeric_limits<double>::infinity()) continue;  // all masked
+        double sum = 0.0;
+        t = 0;
+        for (const KvSegment& seg : params.kv) {
+          for (std::int64_t j = 0; j < seg.k.shape[2]; ++j, ++t) {
+            const double p = std::exp(logits[static_cast<std::size_t>(t)] - max_logit);
+            sum += p;
+            for (std::int64_t c = 0; c < dv; ++c) o[c] += p * Element(seg.v, b, kvh, j, c);
+          }
+        }
+        for (std::int64_t c = 0; c < dv; ++c) o[c] /= sum;
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace ringkv::kernels

@@ -1,0 +1,290 @@
+// The SDPA driver: validates the parameters (GSL Expects: lib/ has already checked
+// user input), splits the work into tiles, runs the tier's attend kernel on the
+// pool and writes acc / l. When (batch, kv head, row tile) gives too few tasks for
+// the threads, the key axis is split into chunks as well (flash-decoding) and the
+// chunks' partial states are merged afterwards.
+#include "ringkv/kernels/sdpa.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <gsl/assert>
+#include <limits>
+#include <memory>
+#include <new>
+#include <vector>
+
+#include "attend_tile.h"
+#include "sdpa_tuning.h"
+
+namespace ringkv::kernels {
+namespace {
+
+constexpr std::int64_t kPad = 16;  // floats: 64 bytes
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+std::int64_t RoundUp(std::int64_t x, std::int64_t to) { return (x + to - 1) / to * to; }
+std::int64_t CeilDiv(std::int64_t x, std::int64_t y) { return (x + y - 1) / y; }
+
+struct AlignedFree {
+  void operator()(float* p) const noexcept { ::operator delete (p, std::align_val_t{64}); }
+};
+using AlignedFloats = std::unique_ptr<float, AlignedFree>;
+
+AlignedFloats AllocateFloats(std::int64_t n) {
+  const auto bytes = static_cast<std::size_t>(n > 0 ? n : 1) * sizeof(float);
+  return AlignedFloats(static_cast<float*>(::operator new (bytes, std::align_val_t{64})));
+}
+
+// The shapes every part of the call agrees on.
+struct Dims {
+  std::int64_t batch, hq, hkv, group, seq_l, seq_t, d, dv;
+};
+
+Dims Validate(const SdpaParams& p, const KernelTable& table) {
+  Expects(table.attend != nullptr);
+  Expects(p.q.data != nullptr && p.q.dtype == DType::kF32 && p.out != nullptr);
+  Expects(!p.kv.empty());
+  Dims dims{};
+  dims.batch = p.q.shape[0];
+  dims.hq = p.q.shape[1];
+  dims.seq_l = p.q.shape[2];
+  dims.d = p.q.shape[3];
+  const KvSegment& first = p.kv.front();
+  dims.hkv = first.k.shape[1];
+  dims.dv = first.v.shape[3];
+  Expects(dims.batch >= 1 && dims.hq >= 1 && dims.seq_l >= 1 && dims.d >= 1 && dims.dv >= 1);
+  Expects(dims.hkv >= 1 && dims.hq % dims.hkv == 0);
+  dims.group = dims.hq / dims.hkv;
+  // The kernels walk the innermost axis contiguously.
+  Expects(p.q.strides[3] == 1 || dims.d == 1);
+  Expects(p.out_strides[3] == 1 || dims.dv == 1);
+  dims.seq_t = 0;
+  for (const KvSegment& seg : p.kv) {
+    Expects(seg.k.data != nullptr && seg.v.data != nullptr);
+    Expects(seg.k.dtype == first.k.dtype && seg.v.dtype == first.k.dtype);
+    Expects(seg.k.shape[0] == dims.batch && seg.v.shape[0] == dims.batch);
+    Expects(seg.k.shape[1] == dims.hkv && seg.v.shape[1] == dims.hkv);
+    Expects(seg.k.shape[2] == seg.v.shape[2] && seg.k.shape[2] >= 0);
+    Expects(seg.k.shape[3] == dims.d && seg.v.shape[3] == dims.dv);
+    Expects(seg.k.strides[3] == 1 || dims.d == 1);
+    Expects(seg.v.strides[3] == 1 || dims.dv == 1);
+    dims.seq_t += seg.k.shape[2];
+  }
+  switch (p.mask.kind) {
+    case MaskKind::kNone:
+    case MaskKind::kCausal:
+      break;
+    case MaskKind::kSlidingWindow:
+      Expects(p.mask.window >= 1);
+      break;
+    case MaskKind::kAdditive:
+    case MaskKind::kBoolean:
+      Expects(p.mask.data != nullptr);
+      break;
+  }
+  return dims;
+}
+
+// One task: a row tile of one (batch, kv head) against one chunk of its keys.
+struct Plan {
+  std::int64_t rows_per_tile;  // Lt
+  std::int64_t row_tiles;      // ceil(L / Lt)
+  std::int64_t base_tasks;     // batch * hkv * row_tiles
+  std::int64_t chunks;         // key chunks per base task
+  std::int64_t tile_rows;      // G * Lt: state rows per task
+  std::int64_t acc_stride;     // Dv rounded up to 16
+  std::int64_t scratch_floats;
+  std::int64_t state_floats;  // m, l, acc of one task
+};
+
+Plan MakePlan(const Dims& dims, const SdpaTuning& tuning, int threads) {
+  Plan plan{};
+  plan.rows_per_tile = std::clamp<std::int64_t>(tuning.tile_rows / dims.group, 1, dims.seq_l);
+  plan.row_tiles = CeilDiv(dims.seq_l, plan.rows_per_tile);
+  plan.base_tasks = dims.batch * dims.hkv * plan.row_tiles;
+  plan.chunks = 1;
+  const std::int64_t wanted = tuning.tasks_per_thread * threads;
+  if (threads > 1 && plan.base_tasks < wanted) {
+    const std::int64_t by_length = std::max<std::int64_t>(1, dims.seq_t / tuning.min_chunk_keys);
+    plan.chunks = std::min(CeilDiv(wanted, plan.base_tasks), by_length);
+  }
+  plan.tile_rows = dims.group * plan.rows_per_tile;
+  plan.acc_stride = RoundUp(dims.dv, kPad);
+  plan.scratch_floats = plan.tile_rows * (RoundUp(dims.d, kPad) + tuning.key_block + kPad);
+  plan.state_floats = RoundUp(plan.tile_rows, kPad) * 2 + plan.tile_rows * plan.acc_stride;
+  return plan;
+}
+
+// Where the state of one task lives inside a block of state_floats.
+struct StateView {
+  float* m;    // [tile_rows]
+  float* l;    // [tile_rows]
+  float* acc;  // [tile_rows, acc_stride]
+};
+
+StateView ViewState(float* base, const Plan& plan) {
+  const std::int64_t rows_pad = RoundUp(plan.tile_rows, kPad);
+  return {base, base + rows_pad, base + 2 * rows_pad};
+}
+
+// out row (g, i) of the tile = acc / l, or 0 for a row with no visible key.
+void WriteRows(const SdpaParams& p, const Dims& dims, std::int64_t b, std::int64_t kvh,
+               std::int64_t l0, std::int64_t rows, const Plan& plan, const StateView& state) {
+  for (std::int64_t g = 0; g < dims.group; ++g) {
+    for (std::int64_t i = 0; i < rows; ++i) {
+      const std::int64_t r = g * rows + i;  // the kernel's state row order
+      float* o = p.out + b * p.out_strides[0] + (kvh * dims.group + g) * p.out_strides[1] +
+                 (l0 + i) * p.out_strides[2];
+      const float* acc = state.acc + r * plan.acc_stride;
+      const float l = state.l[r];
+      const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+      for (std::int64_t c = 0; c < dims.dv; ++c) o[c * p.out_strides[3]] = acc[c] * inv;
+    }
+  }
+}
+
+}  // namespace
+
+void Sdpa(const SdpaParams& params, const KernelTable& table, ThreadPool& pool) noexcept {
+  const SdpaTuning tuning;
+  const Dims dims = Validate(params, table);
+  const int threads = pool.Size();
+  const Plan plan = MakePlan(dims, tuning, threads);
+
+  // [batch, hkv, segments]: every segment offset to its (batch, kv head).
+  const auto segments = static_cast<std::int64_t>(params.kv.size());
+  std::vector<KvRun> runs(static_cast<std::size_t>(dims.batch * dims.hkv * segments));
+  for (std::int64_t b = 0; b < dims.batch; ++b) {
+    for (std::int64_t h = 0; h < dims.hkv; ++h) {
+      std::int64_t begin = 0;
+      for (std::int64_t j = 0; j < segments; ++j) {
+        const KvSegment& seg = params.kv[static_cast<std::size_t>(j)];
+        const auto elem = static_cast<std::int64_t>(SizeOf(seg.k.dtype));
+        KvRun& run = runs[static_cast<std::size_t>((b * dims.hkv + h) * segments + j)];
+        run.k = static_cast<const std::byte*>(seg.k.data) +
+                (b * seg.k.strides[0] + h * seg.k.strides[1]) * elem;
+        run.v = static_cast<const std::byte*>(seg.v.data) +
+                (b * seg.v.strides[0] + h * seg.v.strides[1]) * elem;
+        run.k_stride = seg.k.strides[2];
+        run.v_stride = seg.v.strides[2];
+        run.begin = begin;
+        run.count = seg.k.shape[2];
+        begin += run.count;
+      }
+    }
+  }
+
+  // One allocation: per-worker scratch (+ state when nothing is merged), then the
+  // partial states of every task when the keys are split into chunks.
+  const bool split = plan.chunks > 1;
+  const std::int64_t per_worker = plan.scratch_floats + (split ? 0 : plan.state_floats);
+  const std::int64_t total_tasks = plan.base_tasks * plan.chunks;
+  const AlignedFloats arena =
+      AllocateFloats(per_worker * threads + (split ? plan.state_floats * total_tasks : 0));
+  float* const partials = arena.get() + per_worker * threads;
+
+  const auto run_task = [&](std::size_t task_index, int worker) {
+    const auto task = static_cast<std::int64_t>(task_index);
+    const std::int64_t chunk = task % plan.chunks;
+    const std::int64_t base = task / plan.chunks;
+    const std::int64_t row_tile = base % plan.row_tiles;
+    const std::int64_t kvh = (base / plan.row_tiles) % dims.hkv;
+    const std::int64_t b = base / (plan.row_tiles * dims.hkv);
+    const std::int64_t l0 = row_tile * plan.rows_per_tile;
+    const std::int64_t rows = std::min(plan.rows_per_tile, dims.seq_l - l0);
+    const std::int64_t pos0 = dims.seq_t - dims.seq_l + l0;
+
+    // Keys any row of the tile can see; the rest are never touched.
+    std::int64_t lo = 0;
+    std::int64_t hi = dims.seq_t;
+    if (params.mask.kind == MaskKind::kCausal || params.mask.kind == MaskKind::kSlidingWindow) {
+      hi = std::clamp<std::int64_t>(pos0 + rows, 0, dims.seq_t);
+    }
+    if (params.mask.kind == MaskKind::kSlidingWindow) {
+      lo = std::clamp<std::int64_t>(pos0 - params.mask.window + 1, 0, dims.seq_t);
+    }
+    hi = std::max(hi, lo);
+
+    float* worker_base = arena.get() + per_worker * worker;
+    const StateView state = ViewState(
+        split ? partials + task * plan.state_floats : worker_base + plan.scratch_floats, plan);
+
+    AttendTile tile;
+    tile.kv_dtype = params.kv.front().k.dtype;
+    tile.d = dims.d;
+    tile.dv = dims.dv;
+    tile.scale = params.scale;
+    tile.q = static_cast<const float*>(params.q.data) + b * params.q.strides[0] +
+             kvh * dims.group * params.q.strides[1] + l0 * params.q.strides[2];
+    tile.q_head_stride = params.q.strides[1];
+    tile.q_row_stride = params.q.strides[2];
+    tile.heads = dims.group;
+    tile.rows = rows;
+    tile.runs = runs.data() + (b * dims.hkv + kvh) * segments;
+    tile.run_count = segments;
+    tile.t0 = lo + (hi - lo) * chunk / plan.chunks;
+    tile.t1 = lo + (hi - lo) * (chunk + 1) / plan.chunks;
+    tile.mask_kind = params.mask.kind;
+    tile.pos0 = pos0;
+    tile.window = params.mask.window;
+    if (params.mask.kind == MaskKind::kAdditive || params.mask.kind == MaskKind::kBoolean) {
+      const std::array<std::int64_t, 4>& ms = params.mask.strides;
+      const std::int64_t off = b * ms[0] + kvh * dims.group * ms[1] + l0 * ms[2];
+      const auto elem = params.mask.kind == MaskKind::kAdditive ? std::int64_t{4} : 1;
+      tile.mask = static_cast<const std::byte*>(params.mask.data) + off * elem;
+      tile.mask_head_stride = ms[1];
+      tile.mask_row_stride = ms[2];
+      tile.mask_key_stride = ms[3];
+    }
+    tile.block = tuning.key_block;
+    tile.scratch = worker_base;
+    tile.m = state.m;
+    tile.l = state.l;
+    tile.acc = state.acc;
+    tile.acc_stride = plan.acc_stride;
+    table.attend(tile);
+    if (!split) WriteRows(params, dims, b, kvh, l0, rows, plan, state);
+  };
+  pool.Run(static_cast<std::size_t>(total_tasks), run_task);
+  if (!split) return;
+
+  // Flash-decoding merge: rescale each chunk's state to the common max.
+  const auto merge_task = [&](std::size_t base_index, int /*worker*/) {
+    const auto base = static_cast<std::int64_t>(base_index);
+    const std::int64_t row_tile = base % plan.row_tiles;
+    const std::int64_t kvh = (base / plan.row_tiles) % dims.hkv;
+    const std::int64_t b = base / (plan.row_tiles * dims.hkv);
+    const std::int64_t l0 = row_tile * plan.rows_per_tile;
+    const std::int64_t rows = std::min(plan.rows_per_tile, dims.seq_l - l0);
+    const StateView into = ViewState(partials + base * plan.chunks * plan.state_floats, plan);
+    for (std::int64_t r = 0; r < dims.group * rows; ++r) {
+      float m = kNegInf;
+      for (std::int64_t c = 0; c < plan.chunks; ++c) {
+        m = std::max(m,
+                     ViewState(partials + (base * plan.chunks + c) * plan.state_floats, plan).m[r]);
+      }
+      float* acc = into.acc + r * plan.acc_stride;
+      if (m == kNegInf) {
+        into.l[r] = 0.0f;
+        continue;
+      }
+      const float w0 = std::exp(into.m[r] - m);
+      float l = into.l[r] * w0;
+      for (std::int64_t e = 0; e < dims.dv; ++e) acc[e] *= w0;
+      for (std::int64_t c = 1; c < plan.chunks; ++c) {
+        const StateView from =
+            ViewState(partials + (base * plan.chunks + c) * plan.state_floats, plan);
+        const float w = std::exp(from.m[r] - m);
+        l += from.l[r] * w;
+        const float* src = from.acc + r * plan.acc_stride;
+        for (std::int64_t e = 0; e < dims.dv; ++e) acc[e] += src[e] * w;
+      }
+      into.l[r] = l;
+    }
+    WriteRows(params, dims, b, kvh, l0, rows, plan, into);
+  };
+  pool.Run(static_cast<std::size_t>(plan.base_tasks), merge_task);
+}
+
+}  // namespace ringkv::kernels

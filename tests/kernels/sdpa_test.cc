@@ -1,1 +1,506 @@
-// PLACEHOLDER: tests land with their kernels.
+// SDPA on every kernel tier that runs here, against the float64 reference.
+// Each case is small (the suite also runs under ASan/UBSan in Debug) and chosen
+// so that together they cover: B 1-2, Hq/Hkv in {1, 2, 4, 8}, L {1, 3, 17, 64},
+// T {1, 7, 255, 1024}, D {64, 80, 128, 256, 33, 72}, Dv != D, f32/f16/bf16, every
+// mask kind, strided K/V views, uneven segments, fully masked rows, huge logits,
+// and the key-chunk split (flash-decoding) taken with 2 threads.
+#include "ringkv/kernels/sdpa.h"
+
+#include <gtest/gtest.h>
+
+#include <cctype>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "reference.h"
+#include "ringkv/kernels/isa.h"
+#include "ringkv/kernels/kernel_table.h"
+#include "ringkv/kernels/thread_pool.h"
+
+namespace ringkv::kernels {
+namespace {
+
+using I64 = std::int64_t;
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+// Max abs error allowed against the f64 reference. The reference reads the same
+// stored K/V values, so the dtype only changes which values occur, not the
+// rounding of the kernel (f32 accumulation over at most 1024 keys, outputs are
+// convex combinations of |v| <= 1).
+double Tolerance(DType dtype) {
+  switch (dtype) {
+    case DType::kF32:
+      return 2e-5;
+    case DType::kF16:
+      return 2e-5;
+    case DType::kBF16:
+      return 2e-5;
+  }
+  return 0.0;
+}
+
+// Values stored as `dtype`, generated as f32 and rounded once.
+struct Stored {
+  DType dtype = DType::kF32;
+  std::vector<float> f32;
+  std::vector<std::uint16_t> half;
+  const void* Data() const {
+    return dtype == DType::kF32 ? static_cast<const void*>(f32.data()) : half.data();
+  }
+};
+
+Stored RandomStored(DType dtype, std::size_t n, std::mt19937& rng, float lo = -1.0f,
+                    float hi = 1.0f) {
+  std::uniform_real_distribution<float> dist(lo, hi);
+  Stored s;
+  s.dtype = dtype;
+  if (dtype == DType::kF32) {
+    s.f32.resize(n);
+    for (float& x : s.f32) x = dist(rng);
+  } else {
+    s.half.resize(n);
+    for (auto& x : s.half) x = dtype == DType::kF16 ? F32ToF16(dist(rng)) : F32ToBF16(dist(rng));
+  }
+  return s;
+}
+
+struct Case {
+  std::string name{};
+  I64 batch = 1, hq = 1, hkv = 1, seq_l = 1, seq_t = 1, d = 64, dv = 64;
+  DType dtype = DType::kF32;
+  MaskKind mask = MaskKind::kNone;
+  I64 window = 0;
+  bool strided = false;         // K/V are views into larger buffers
+  std::vector<I64> segments{};  // lengths; empty = one segment of seq_t
+  float q_range = 1.0f;
+  float scale = 0.0f;  // 0 = 1 / sqrt(D)
+};
+
+// Owns every buffer a case needs and the SdpaParams that point into them.
+struct Problem {
+  std::vector<float> q;
+  std::vector<Stored> k, v;
+  std::vector<KvSegment> segs;
+  std::vector<float> additive;
+  std::vector<std::uint8_t> boolean;
+  std::vector<float> out;
+  SdpaParams params;
+};
+
+void MakeProblem(const Case& c, std::uint32_t seed, Problem& p) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> qdist(-c.q_range, c.q_range);
+  p.q.resize(static_cast<std::size_t>(c.batch * c.hq * c.seq_l * c.d));
+  for (float& x : p.q) x = qdist(rng);
+  p.params.q = {p.q.data(),
+                DType::kF32,
+                {c.batch, c.hq, c.seq_l, c.d},
+                {c.hq * c.seq_l * c.d, c.seq_l * c.d, c.d, 1}};
+  std::vector<I64> lengths = c.segments.empty() ? std::vector<I64>{c.seq_t} : c.segments;
+  // A strided view: one extra head, padded rows, and an offset of one head.
+  const I64 heads = c.strided ? c.hkv + 1 : c.hkv;
+  const I64 kpad = c.strided ? 8 : 0;
+  const I64 vpad = c.strided ? 3 : 0;
+  p.k.clear();
+  p.v.clear();
+  for (I64 len : lengths) {
+    p.k.push_back(
+        RandomStored(c.dtype, static_cast<std::size_t>(c.batch * heads * len * (c.d + kpad)), rng));
+    p.v.push_back(RandomStored(
+        c.dtype, static_cast<std::size_t>(c.batch * heads * len * (c.dv + vpad)), rng));
+  }
+  p.segs.clear();
+  const I64 elem = static_cast<I64>(SizeOf(c.dtype));
+  for (std::size_t j = 0; j < lengths.size(); ++j) {
+    const I64 len = lengths[j];
+    const I64 head_off = c.strided ? 1 : 0;
+    KvSegment seg;
+    seg.k = {static_cast<const std::byte*>(p.k[j].Data()) + head_off * len * (c.d + kpad) * elem,
+             c.dtype,
+             {c.batch, c.hkv, len, c.d},
+             {heads * len * (c.d + kpad), len * (c.d + kpad), c.d + kpad, 1}};
+    seg.v = {static_cast<const std::byte*>(p.v[j].Data()) + head_off * len * (c.dv + vpad) * elem,
+             c.dtype,
+             {c.batch, c.hkv, len, c.dv},
+             {heads * len * (c.dv + vpad), len * (c.dv + vpad), c.dv + vpad, 1}};
+    p.segs.push_back(seg);
+  }
+  p.params.kv = p.segs;
+  // Output rows padded by 5 floats so out strides are exercised too.
+  const I64 orow = c.dv + 5;
+  p.out.assign(static_cast<std::size_t>(c.batch * c.hq * c.seq_l * orow), kInf);
+  p.params.out = p.out.data();
+  p.params.out_strides = {c.hq * c.seq_l * orow, c.seq_l * orow, orow, 1};
+  p.params.scale = c.scale != 0.0f ? c.scale : 1.0f / std::sqrt(static_cast<float>(c.d));
+  p.params.mask.kind = c.mask;
+  p.params.mask.window = c.window;
+  if (c.mask == MaskKind::kAdditive) {
+    // [L, T] broadcast over batch and heads (strides 0); some -inf, and (for
+    // L > 1) row 0 entirely -inf, so a fully masked row occurs.
+    std::uniform_real_distribution<float> mdist(-3.0f, 1.0f);
+    p.additive.resize(static_cast<std::size_t>(c.seq_l * c.seq_t));
+    for (float& x : p.additive) x = mdist(rng) < -2.5f ? -kInf : mdist(rng);
+    for (I64 t = 0; t < c.seq_t && c.seq_l > 1; ++t)
+      p.additive[static_cast<std::size_t>(t)] = -kInf;
+    p.params.mask.data = p.additive.data();
+    p.params.mask.strides = {0, 0, c.seq_t, 1};
+  } else if (c.mask == MaskKind::kBoolean) {
+    // [B, 1, L, T] broadcast over heads; ~70% visible, row (0, 0) all hidden for L > 1.
+    std::bernoulli_distribution visible(0.7);
+    p.boolean.resize(static_cast<std::size_t>(c.batch * c.seq_l * c.seq_t));
+    for (auto& x : p.boolean) x = visible(rng) ? 1 : 0;
+    for (I64 t = 0; t < c.seq_t && c.seq_l > 1; ++t) p.boolean[static_cast<std::size_t>(t)] = 0;
+    p.params.mask.data = p.boolean.data();
+    p.params.mask.strides = {c.seq_l * c.seq_t, 0, c.seq_t, 1};
+  }
+}
+
+// Max abs difference between out (strided) and the dense reference; every
+// output must be finite.
+double MaxAbsError(const Case& c, const Problem& p, const std::vector<double>& ref) {
+  double worst = 0.0;
+  for (I64 b = 0; b < c.batch; ++b) {
+    for (I64 h = 0; h < c.hq; ++h) {
+      for (I64 i = 0; i < c.seq_l; ++i) {
+        for (I64 e = 0; e < c.dv; ++e) {
+          const float got = p.out[static_cast<std::size_t>(b * p.params.out_strides[0] +
+                                                           h * p.params.out_strides[1] +
+                                                           i * p.params.out_strides[2] + e)];
+          const double want =
+              ref[static_cast<std::size_t>(((b * c.hq + h) * c.seq_l + i) * c.dv + e)];
+          if (!std::isfinite(got)) return kInf;
+          worst = std::max(worst, std::abs(static_cast<double>(got) - want));
+        }
+      }
+    }
+  }
+  return worst;
+}
+
+std::vector<Case> Cases() {
+  std::vector<Case> cs;
+  auto add = [&cs](Case c) { cs.push_back(std::move(c)); };
+  add({.name = "single_key", .d = 64, .dv = 64});
+  add({.name = "gqa_causal_d80_f16",
+       .batch = 2,
+       .hq = 4,
+       .hkv = 2,
+       .seq_l = 3,
+       .seq_t = 7,
+       .d = 80,
+       .dv = 80,
+       .dtype = DType::kF16,
+       .mask = MaskKind::kCausal});
+  add({.name = "segments_causal_bf16",
+       .hq = 8,
+       .hkv = 2,
+       .seq_l = 17,
+       .seq_t = 255,
+       .d = 128,
+       .dv = 128,
+       .dtype = DType::kBF16,
+       .mask = MaskKind::kCausal,
+       .segments = {100, 27, 128}});
+  add({.name = "window5_prefill_f16",
+       .hq = 4,
+       .hkv = 4,
+       .seq_l = 64,
+       .seq_t = 255,
+       .d = 64,
+       .dv = 64,
+       .dtype = DType::kF16,
+       .mask = MaskKind::kSlidingWindow,
+       .window = 5});
+  add({.name = "decode_split_f16",
+       .batch = 2,
+       .hq = 2,
+       .hkv = 1,
+       .seq_l = 1,
+       .seq_t = 1024,
+       .d = 128,
+       .dv = 128,
+       .dtype = DType::kF16});
+  add({.name = "decode_mha_d256_bf16_causal",
+       .hq = 8,
+       .hkv = 8,
+       .seq_l = 1,
+       .seq_t = 1024,
+       .d = 256,
+       .dv = 256,
+       .dtype = DType::kBF16,
+       .mask = MaskKind::kCausal});
+  add({.name = "additive_odd_d33_dv20_f32",
+       .hq = 2,
+       .hkv = 2,
+       .seq_l = 3,
+       .seq_t = 7,
+       .d = 33,
+       .dv = 20,
+       .mask = MaskKind::kAdditive});
+  add({.name = "boolean_strided_d72_dv40_bf16",
+       .batch = 2,
+       .hq = 4,
+       .hkv = 1,
+       .seq_l = 17,
+       .seq_t = 255,
+       .d = 72,
+       .dv = 40,
+       .dtype = DType::kBF16,
+       .mask = MaskKind::kBoolean,
+       .strided = true});
+  add({.name = "causal_gqa8_f32_segments",
+       .hq = 8,
+       .hkv = 1,
+       .seq_l = 17,
+       .seq_t = 1024,
+       .d = 64,
+       .dv = 64,
+       .mask = MaskKind::kCausal,
+       .segments = {256, 256, 300, 212}});
+  add({.name = "window_t_f32",
+       .hq = 2,
+       .hkv = 1,
+       .seq_l = 17,
+       .seq_t = 1024,
+       .d = 64,
+       .dv = 64,
+       .mask = MaskKind::kSlidingWindow,
+       .window = 1024});
+  add({.name = "window1_f16_strided",
+       .batch = 2,
+       .hq = 2,
+       .hkv = 2,
+       .seq_l = 3,
+       .seq_t = 7,
+       .d = 64,
+       .dv = 33,
+       .dtype = DType::kF16,
+       .mask = MaskKind::kSlidingWindow,
+       .window = 1,
+       .strided = true});
+  add({.name = "causal_l_gt_t_masked_rows",
+       .hq = 4,
+       .hkv = 2,
+       .seq_l = 17,
+       .seq_t = 7,
+       .d = 80,
+       .dv = 80,
+       .mask = MaskKind::kCausal});
+  add({.name = "prefill_l64_d96_f32",
+       .hq = 2,
+       .hkv = 2,
+       .seq_l = 64,
+       .seq_t = 64,
+       .d = 96,
+       .dv = 96,
+       .mask = MaskKind::kCausal});
+  add({.name = "additive_decode_f16_d256",
+       .batch = 2,
+       .hq = 4,
+       .hkv = 2,
+       .seq_l = 1,
+       .seq_t = 255,
+       .d = 256,
+       .dv = 256,
+       .dtype = DType::kF16,
+       .mask = MaskKind::kAdditive});
+  return cs;
+}
+
+class SdpaTest : public ::testing::TestWithParam<Isa> {
+ protected:
+  const KernelTable& Table() const { return *KernelsFor(GetParam()); }
+};
+
+TEST_P(SdpaTest, MatchesReference) {
+  ThreadPool pool(2);
+  std::uint32_t seed = 1;
+  for (const Case& c : Cases()) {
+    Problem p;
+    MakeProblem(c, seed++, p);
+    const std::vector<double> ref = ReferenceSdpa(p.params);
+    Sdpa(p.params, Table(), pool);
+    const double err = MaxAbsError(c, p, ref);
+    EXPECT_LE(err, Tolerance(c.dtype)) << c.name;
+    std::printf("[ %s ] %-32s max abs error %.3g\n", std::string(IsaName(GetParam())).c_str(),
+                c.name.c_str(), err);
+  }
+}
+
+TEST_P(SdpaTest, FullyMaskedRowsAreZero) {
+  ThreadPool pool(1);
+  // L > T under a causal mask: the first L - T queries sit before every key.
+  Case c{.name = "masked",
+         .hq = 2,
+         .hkv = 1,
+         .seq_l = 17,
+         .seq_t = 7,
+         .d = 64,
+         .dv = 64,
+         .dtype = DType::kF16,
+         .mask = MaskKind::kCausal};
+  Problem p;
+  MakeProblem(c, 7, p);
+  Sdpa(p.params, Table(), pool);
+  for (I64 h = 0; h < c.hq; ++h) {
+    for (I64 i = 0; i < c.seq_l; ++i) {
+      const float* row = p.out.data() + h * p.params.out_strides[1] + i * p.params.out_strides[2];
+      for (I64 e = 0; e < c.dv; ++e) {
+        if (i < c.seq_l - c.seq_t) {
+          ASSERT_EQ(row[e], 0.0f) << "head " << h << " row " << i;
+        } else {
+          ASSERT_TRUE(std::isfinite(row[e]));
+        }
+      }
+    }
+  }
+  // Boolean mask with every key of row 0 hidden (MakeProblem), other rows not.
+  Case cb{.name = "masked_bool",
+          .hq = 2,
+          .hkv = 2,
+          .seq_l = 3,
+          .seq_t = 255,
+          .d = 64,
+          .dv = 64,
+          .mask = MaskKind::kBoolean};
+  MakeProblem(cb, 8, p);
+  Sdpa(p.params, Table(), pool);
+  for (I64 h = 0; h < cb.hq; ++h) {
+    for (I64 e = 0; e < cb.dv; ++e) {
+      ASSERT_EQ(p.out[static_cast<std::size_t>(h * p.params.out_strides[1] + e)], 0.0f);
+    }
+  }
+}
+
+TEST_P(SdpaTest, HugeLogitsStayFinite) {
+  ThreadPool pool(2);
+  // |scale * q.k| ~ 1e4: exp would overflow without the running max. The softmax
+  // is then almost one-hot, so f32 logit rounding (~1e-3 at 1e4) is harmless.
+  for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
+    Case c{.name = "huge",
+           .hq = 4,
+           .hkv = 2,
+           .seq_l = 3,
+           .seq_t = 255,
+           .d = 64,
+           .dv = 64,
+           .dtype = dtype,
+           .mask = MaskKind::kCausal,
+           .q_range = 100.0f,
+           .scale = 20.0f};
+    Problem p;
+    MakeProblem(c, 11, p);
+    const std::vector<double> ref = ReferenceSdpa(p.params);
+    Sdpa(p.params, Table(), pool);
+    const double err = MaxAbsError(c, p, ref);
+    EXPECT_LE(err, 1e-3) << static_cast<int>(dtype);
+  }
+}
+
+TEST_P(SdpaTest, SegmentsEqualOneSegment) {
+  ThreadPool pool(1);
+  Case whole{.name = "whole",
+             .hq = 4,
+             .hkv = 2,
+             .seq_l = 3,
+             .seq_t = 300,
+             .d = 80,
+             .dv = 80,
+             .dtype = DType::kF16,
+             .mask = MaskKind::kCausal};
+  Problem a;
+  MakeProblem(whole, 21, a);
+  Sdpa(a.params, Table(), pool);
+  // The same keys, cut into uneven segments that point into the same buffers.
+  Problem b;
+  MakeProblem(whole, 21, b);
+  std::vector<KvSegment> parts;
+  I64 begin = 0;
+  for (I64 len : {1, 64, 100, 135}) {
+    KvSegment s = b.segs[0];
+    const auto elem = static_cast<I64>(SizeOf(whole.dtype));
+    s.k.data = static_cast<const std::byte*>(s.k.data) + begin * s.k.strides[2] * elem;
+    s.v.data = static_cast<const std::byte*>(s.v.data) + begin * s.v.strides[2] * elem;
+    s.k.shape[2] = len;
+    s.v.shape[2] = len;
+    parts.push_back(s);
+    begin += len;
+  }
+  ASSERT_EQ(begin, whole.seq_t);
+  b.params.kv = parts;
+  Sdpa(b.params, Table(), pool);
+  for (std::size_t i = 0; i < a.out.size(); ++i) {
+    if (std::isinf(a.out[i])) continue;  // padding between output rows
+    ASSERT_NEAR(a.out[i], b.out[i], 1e-6) << i;
+  }
+}
+
+TEST_P(SdpaTest, ThreadCountDoesNotChangeResult) {
+  // B 1, Hkv 1, T 4096: with 2 threads the driver splits the keys into chunks
+  // and merges them; with 1 it does not.
+  Case c{.name = "threads",
+         .hq = 4,
+         .hkv = 1,
+         .seq_l = 1,
+         .seq_t = 4096,
+         .d = 64,
+         .dv = 64,
+         .dtype = DType::kBF16};
+  Problem one;
+  MakeProblem(c, 31, one);
+  ThreadPool pool1(1);
+  Sdpa(one.params, Table(), pool1);
+  Problem two;
+  MakeProblem(c, 31, two);
+  ThreadPool pool2(2);
+  Sdpa(two.params, Table(), pool2);
+  for (std::size_t i = 0; i < one.out.size(); ++i) {
+    if (std::isinf(one.out[i])) continue;
+    ASSERT_NEAR(one.out[i], two.out[i], 1e-6) << i;
+  }
+  const double err = MaxAbsError(c, two, ReferenceSdpa(two.params));
+  EXPECT_LE(err, Tolerance(c.dtype));
+}
+
+std::string IsaParamName(const ::testing::TestParamInfo<Isa>& info) {
+  std::string name(IsaName(info.param));
+  for (char& ch : name) {
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';  // "sse4.2" -> "sse4_2"
+  }
+  return name;
+}
+
+INSTANTIATE_TEST_SUITE_P(AllIsas, SdpaTest, ::testing::ValuesIn(AvailableIsas()), IsaParamName);
+
+// The oracle itself, on a hand-worked case: q = 1, keys 0 and ln 3, values 1
+// and 5 -> weights 1/4 and 3/4 -> 0.25 + 3.75 = 4.
+TEST(ReferenceSdpaTest, HandWorkedValue) {
+  const float q = 1.0f;
+  const float k[2] = {0.0f, std::log(3.0f)};
+  const float v[2] = {1.0f, 5.0f};
+  float out = 0.0f;
+  const KvSegment seg{{k, DType::kF32, {1, 1, 2, 1}, {2, 2, 1, 1}},
+                      {v, DType::kF32, {1, 1, 2, 1}, {2, 2, 1, 1}}};
+  SdpaParams p;
+  p.q = {&q, DType::kF32, {1, 1, 1, 1}, {1, 1, 1, 1}};
+  p.kv = std::span<const KvSegment>(&seg, 1);
+  p.out = &out;
+  p.out_strides = {1, 1, 1, 1};
+  const std::vector<double> ref = ReferenceSdpa(p);
+  EXPECT_NEAR(ref[0], 4.0, 1e-6);
+  // Causal with L = T = 1 sees the key; a window of 1 too; a boolean mask hiding
+  // the second key leaves value 1.
+  const std::uint8_t visible[2] = {1, 0};
+  p.mask.kind = MaskKind::kBoolean;
+  p.mask.data = visible;
+  p.mask.strides = {0, 0, 0, 1};
+  EXPECT_NEAR(ReferenceSdpa(p)[0], 1.0, 1e-12);
+}
+
+}  // namespace
+}  // namespace ringkv::kernels

@@ -3,8 +3,10 @@
 // so a decode step pays no thread creation. The calling thread takes part in the
 // work, so a pool of size 1 has no workers at all.
 
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -34,16 +36,18 @@ class ThreadPool {
   int size_;
   std::vector<std::thread> workers_;
   std::mutex run_mutex_;  // serialises Run
-  std::mutex mutex_;
+  // Hand-over of one job: Run publishes job_ and tasks_, then bumps generation_
+  // (release); a worker that sees a new generation (acquire) reads them, takes
+  // tasks from next_task_ until they run out and then decrements active_.
+  std::mutex mutex_;  // guards the sleeping side of generation_ / active_
   std::condition_variable wake_;
   std::condition_variable done_;
   const std::function<void(std::size_t, int)>* job_ = nullptr;
   std::size_t tasks_ = 0;
-  std::size_t next_task_ = 0;
-  std::size_t finished_ = 0;
-  std::size_t generation_ = 0;
-  int busy_workers_ = 0;
-  bool stop_ = false;
+  std::atomic<std::size_t> next_task_{0};
+  std::atomic<std::uint64_t> generation_{0};
+  std::atomic<int> active_{0};  // workers that have not finished the current job
+  std::atomic<bool> stop_{false};
 };
 
 }  // namespace ringkv::kernels

@@ -1,0 +1,75 @@
+#pragma once
+// The unit of work the SDPA driver (sdpa.cc) hands to a tier's `attend` kernel:
+// one (batch, kv head), the G = Hq / Hkv query heads that share that kv head times
+// a run of query rows, against the keys [t0, t1) of the global T axis. The kernel
+// writes the unnormalised online-softmax state of each query row over those keys:
+//   m = max_t s_t,  l = sum_t exp(s_t - m),  acc = sum_t exp(s_t - m) v_t
+// with s_t = scale * q.k_t (+ mask), m = -inf and l = 0, acc = 0 when every key is
+// masked. The driver merges states of several key ranges and writes acc / l.
+//
+// Plain data only: this header is included by the per-ISA units, so it must not
+// define functions (they would be weak symbols shared across ISA flags).
+
+#include <cstddef>
+#include <cstdint>
+
+#include "ringkv/kernels/dtype.h"
+#include "ringkv/kernels/sdpa.h"
+
+namespace ringkv::kernels {
+
+// One K/V segment, already offset to the tile's (batch, kv head).
+struct KvRun {
+  const void* k = nullptr;  // [count, D], rows k_stride elements apart, D contiguous
+  const void* v = nullptr;  // [count, Dv], rows v_stride elements apart, Dv contiguous
+  std::int64_t k_stride = 0;
+  std::int64_t v_stride = 0;
+  std::int64_t begin = 0;  // global key index of the first row
+  std::int64_t count = 0;
+};
+
+struct AttendTile {
+  DType kv_dtype = DType::kF32;
+  std::int64_t d = 0;   // head dim of q and k
+  std::int64_t dv = 0;  // head dim of v
+  float scale = 1.0f;
+
+  // Query row (g, i), g < heads, i < rows, is q + g * q_head_stride + i * q_row_stride
+  // with D contiguous; it is state row g * rows + i.
+  const float* q = nullptr;
+  std::int64_t q_head_stride = 0;
+  std::int64_t q_row_stride = 0;
+  std::int64_t heads = 0;
+  std::int64_t rows = 0;
+
+  // The segments in key order; only keys in [t0, t1) are attended.
+  const KvRun* runs = nullptr;
+  std::int64_t run_count = 0;
+  std::int64_t t0 = 0;
+  std::int64_t t1 = 0;
+
+  // Masking. Row i sits at absolute position pos0 + i (pos0 = T - L + first row).
+  MaskKind mask_kind = MaskKind::kNone;
+  std::int64_t pos0 = 0;
+  std::int64_t window = 0;
+  // kAdditive (f32) / kBoolean (uint8): entry (g, i, t) is
+  // mask + g * mask_head_stride + i * mask_row_stride + t * mask_key_stride.
+  const void* mask = nullptr;
+  std::int64_t mask_head_stride = 0;
+  std::int64_t mask_row_stride = 0;
+  std::int64_t mask_key_stride = 0;
+
+  // Keys per inner block, a multiple of 16 (SdpaTuning::key_block).
+  std::int64_t block = 64;
+  // 64-byte aligned work space of at least heads * rows * (RoundUp(d, 16) + block + 16)
+  // floats: the scaled queries, the scores of one block, per-row factors.
+  float* scratch = nullptr;
+
+  // Outputs, heads * rows each: m[r], l[r] and acc[r * acc_stride + c], c < dv.
+  float* m = nullptr;
+  float* l = nullptr;
+  float* acc = nullptr;
+  std::int64_t acc_stride = 0;
+};
+
+}  // namespace ringkv::kernels

@@ -1,0 +1,26 @@
+#pragma once
+// Block sizes and work-split thresholds of the SDPA driver, in one place. The
+// values were picked with the decode and prefill timings in docs (Hq 32, Hkv 8,
+// D 128) on a 2-core Zen 3; see the commit that last changed each one.
+
+#include <cstdint>
+
+namespace ringkv::kernels {
+
+struct SdpaTuning {
+  // Keys per inner block of the attend kernels: the scores of a block for every
+  // row of a tile live in L1 (rows x key_block floats). Multiple of 16.
+  std::int64_t key_block = 64;
+  // Query rows per tile (G heads x Lt rows): every K/V block is read once per tile,
+  // so larger tiles cut K/V traffic in prefill; 64 rows x 64 keys of scores = 16 KiB.
+  std::int64_t tile_rows = 64;
+  // Split the key axis into chunks (flash-decoding) while there are fewer than
+  // tasks_per_thread x threads tasks, so every thread has work and the dynamic
+  // hand-out can balance uneven tasks.
+  std::int64_t tasks_per_thread = 4;
+  // ... but never make a chunk shorter than this many keys: each chunk costs a
+  // partial state (rows x Dv) and a merge.
+  std::int64_t min_chunk_keys = 512;
+};
+
+}  // namespace ringkv::kernels
