@@ -2,13 +2,29 @@
 
 #include <fmt/format.h>
 
+#include <span>
+
 #include "ringkv/error.h"
 
 namespace ringkv {
 namespace {
 
-std::string JoinDims(std::initializer_list<std::int64_t> dims) {
+template <class Dims>
+std::string JoinDims(const Dims& dims) {
   return fmt::format("[{}]", fmt::join(dims, ", "));
+}
+
+// NumElements() multiplies without checks, so a shape whose product overflows
+// int64 is rejected when it is built.
+template <class Dims>
+void CheckCount(const char* function, const Dims& dims) {
+  std::int64_t count = 1;
+  for (const std::int64_t dim : dims) {
+    if (__builtin_mul_overflow(count, dim, &count)) {
+      throw ShapeError(
+          fmt::format("[{}] dims {} have more than 2^63 - 1 elements", function, JoinDims(dims)));
+    }
+  }
 }
 
 }  // namespace
@@ -27,6 +43,7 @@ Shape::Shape(std::initializer_list<std::int64_t> dims) {
     dims_[static_cast<std::size_t>(axis)] = dim;
     ++axis;
   }
+  CheckCount("Shape", dims);
   rank_ = axis;
 }
 
@@ -55,6 +72,7 @@ Shape Shape::With(int axis, std::int64_t size) const {
   }
   Shape result = *this;
   result.dims_[static_cast<std::size_t>(axis)] = size;
+  CheckCount("Shape::With", std::span(result.dims_.data(), static_cast<std::size_t>(result.rank_)));
   return result;
 }
 

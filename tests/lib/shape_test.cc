@@ -58,6 +58,19 @@ TEST(ShapeTest, RejectsBadInputNamingTheValues) {
   EXPECT_EQ(shape, (Shape{2, 3}));
 }
 
+TEST(ShapeTest, RejectsElementCountOverflow) {
+  constexpr std::int64_t kBig = std::int64_t{1} << 32;
+  ExpectThrowWith<ShapeError>(
+      [] {
+        Shape({kBig, kBig});
+      },
+      {"[Shape] dims [4294967296, 4294967296] have more than 2^63 - 1"});
+  const Shape shape{kBig, 1};
+  EXPECT_EQ(shape.NumElements(), kBig);
+  ExpectThrowWith<ShapeError>([&] { (void)shape.With(1, kBig); }, {"[Shape::With] dims"});
+  EXPECT_EQ(shape.With(1, (std::int64_t{1} << 31) - 1).NumElements(), kBig * ((kBig >> 1) - 1));
+}
+
 TEST(ShapeTest, ErrorsAreRingkvErrors) { EXPECT_THROW(Shape({-1}), Error); }
 
 }  // namespace
