@@ -1,2 +1,9 @@
 # Sources of the caches, masks and the attention entry point (part of ringkv_core).
-target_sources(ringkv_core PRIVATE)
+target_sources(ringkv_core PRIVATE
+  src/cache/attention_mask.cc
+  src/cache/block_store.cc
+  src/cache/context.cc
+  src/cache/kv_cache.cc
+  src/cache/kv_history.cc
+  src/cache/kv_input.cc
+  src/cache/rotating_kv_cache.cc)

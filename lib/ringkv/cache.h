@@ -1,0 +1,59 @@
+#pragma once
+// The state-management contract every cache kind shares (names from the
+// reference, Ollama's mlxrunner cache), and the attention-cache contract.
+
+#include <memory>
+#include <utility>
+
+#include "ringkv/kv_history.h"
+#include "ringkv/snapshot.h"
+#include "ringkv/tensor.h"
+
+namespace ringkv {
+
+class Cache {
+ public:
+  virtual ~Cache() = default;
+  Cache(const Cache&) = delete;
+  Cache& operator=(const Cache&) = delete;
+
+  // The live keys and values, in storage order, as views.
+  virtual KvView State() const = 0;
+  // Releases all storage; the cache is as new (any K/V layout may follow).
+  virtual void Free() noexcept = 0;
+  virtual int Offset() const noexcept = 0;
+  // State from from_offset to Offset(); null when there is nothing to snapshot.
+  // from_offset > Offset() throws ringkv::Error.
+  virtual std::unique_ptr<ringkv::Snapshot> Snapshot(int from_offset) const = 0;
+  // Brings the cache to `target`; a null snapshot rewinds using live state.
+  // Returns false when the target is unreachable (the reference's rules); throws
+  // ringkv::Error for a negative target or a snapshot of another cache kind.
+  virtual bool Restore(const ringkv::Snapshot* snapshot, int target) = 0;
+  // Combines sequential snapshots [a, b) and [b, c) into [a, c); owns both.
+  virtual std::unique_ptr<ringkv::Snapshot> Merge(
+      std::unique_ptr<ringkv::Snapshot> parent, std::unique_ptr<ringkv::Snapshot> child) const = 0;
+  // Divides [a, c) at `at` into [a, at) and [at, c); owns the input. Kinds that
+  // cannot split return {null, snapshot}.
+  virtual std::pair<std::unique_ptr<ringkv::Snapshot>, std::unique_ptr<ringkv::Snapshot>> Split(
+      std::unique_ptr<ringkv::Snapshot> snapshot, int at) const = 0;
+
+ protected:
+  Cache() = default;
+  Cache(Cache&&) = default;
+  Cache& operator=(Cache&&) = default;
+};
+
+// A cache that backs an attention layer.
+class AttentionCache : public Cache {
+ public:
+  // Appends keys [1, Hkv, L, D] and values [1, Hkv, L, Dv]; returns what this
+  // layer's attention reads (valid until the next mutating call).
+  virtual KVHistory Update(const Tensor& keys, const Tensor& values) = 0;
+
+ protected:
+  AttentionCache() = default;
+  AttentionCache(AttentionCache&&) = default;
+  AttentionCache& operator=(AttentionCache&&) = default;
+};
+
+}  // namespace ringkv

@@ -1,0 +1,93 @@
+#pragma once
+// What attention reads from a cache: the stored keys and values as runs of
+// consecutive slots inside the cache's storage blocks (no copy), and the rule
+// that turns the caller's logical mask into one that fits the storage order.
+//
+// A KvView / KVHistory refers to the cache's storage without owning it: like an
+// iterator it is valid until the next mutating call on that cache (Update,
+// Restore, Free, ...), and it sees in-place writes.
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "ringkv/attention_mask.h"
+#include "ringkv/kernels/kernel_table.h"
+#include "ringkv/kernels/sdpa.h"
+#include "ringkv/tensor.h"
+
+namespace ringkv {
+
+namespace detail {
+class BlockStore;
+}
+
+class KvView {
+ public:
+  KvView() = default;
+
+  std::int64_t Length() const noexcept;  // keys in view (K)
+  bool Empty() const noexcept { return Length() == 0; }
+  DType Dtype() const noexcept;
+  std::int64_t Heads() const noexcept;     // Hkv
+  std::int64_t KeyDim() const noexcept;    // D
+  std::int64_t ValueDim() const noexcept;  // Dv
+
+  // One [1, Hkv, n, D] / [1, Hkv, n, Dv] view per storage block run, in view order.
+  std::vector<Tensor> KeySegments() const;
+  std::vector<Tensor> ValueSegments() const;
+  // Contiguous copies [1, Hkv, K, D] / [1, Hkv, K, Dv]: O(K), for tests and tools.
+  Tensor ConcatKeys() const;
+  Tensor ConcatValues() const;
+  // The same runs as raw arrays for kernels::Sdpa.
+  std::vector<kernels::KvSegment> KernelSegments() const;
+
+  // Internal (used by the caches): adds slots [begin, end) of `store`.
+  void AddRange(const detail::BlockStore* store, std::int64_t begin, std::int64_t end);
+
+ private:
+  struct Range {
+    const detail::BlockStore* store = nullptr;
+    std::int64_t begin = 0;
+    std::int64_t end = 0;
+  };
+  static constexpr std::size_t kMaxRanges = 4;
+  std::array<Range, kMaxRanges> ranges_{};  // a ring read oldest-first needs 2, + a draft buffer
+  std::size_t range_count_ = 0;
+};
+
+// How a cache's storage order relates to the logical (oldest-first) order.
+struct MaskApplier {
+  enum class Kind : std::uint8_t {
+    kIdentity,        // storage order is logical order; the mask passes through
+    kRotating,        // the reference's rotatingApplier (see KVHistory::ApplyMask)
+    kLogicalSliding,  // logical order, window applied: mask ∩ SlidingWindow(window)
+  };
+  Kind kind = Kind::kIdentity;
+  std::int64_t query_len = 0;  // L of the Update that produced the history
+  std::int64_t key_len = 0;    // K
+  std::int64_t window = 0;
+  std::int64_t ring_idx = 0;  // write cursor after the Update (kRotating)
+};
+
+class KVHistory {
+ public:
+  KVHistory() = default;
+  explicit KVHistory(KvView kv, MaskApplier applier = {}) : kv_(kv), applier_(applier) {}
+
+  const KvView& Kv() const noexcept { return kv_; }
+  const MaskApplier& Applier() const noexcept { return applier_; }
+
+  // The mask the kernel must see over the stored order, given the caller's
+  // logical mask. Rotating caches at L == 1: zero or causal -> no mask (storage
+  // holds exactly the window); an array-backed mask is materialised in logical
+  // order and its key columns gathered into ring-slot order with table.ring_gather.
+  // At L > 1: logical ∩ SlidingWindow(window).
+  AttentionMask ApplyMask(const AttentionMask& logical, const kernels::KernelTable& table) const;
+
+ private:
+  KvView kv_;
+  MaskApplier applier_;
+};
+
+}  // namespace ringkv

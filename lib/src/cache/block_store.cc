@@ -1,0 +1,220 @@
+#include "block_store.h"
+
+#include <gsl/assert>
+#include <gsl/narrow>
+
+#include "ringkv/tensor_ops.h"
+
+namespace ringkv::detail {
+
+std::size_t KvLayout::BytesPerToken() const noexcept {
+  return static_cast<std::size_t>(heads * (k_dim + v_dim)) * SizeOf(dtype);
+}
+
+BlockStore::BlockStore(std::int64_t block_tokens) noexcept : block_tokens_(block_tokens) {
+  Expects(block_tokens > 0);
+}
+
+void BlockStore::SetLayout(const KvLayout& layout) noexcept {
+  Expects(length_ == 0 || layout == layout_);
+  layout_ = layout;
+  has_layout_ = true;
+}
+
+std::size_t BlockStore::AllocatedBytes() const noexcept {
+  return blocks_.size() * static_cast<std::size_t>(block_tokens_) * layout_.BytesPerToken();
+}
+
+std::shared_ptr<BlockStore::Block> BlockStore::NewBlock() const {
+  Expects(has_layout_);
+  return std::make_shared<Block>(
+      Block{Tensor::Zeros(layout_.dtype, {1, layout_.heads, block_tokens_, layout_.k_dim}),
+            Tensor::Zeros(layout_.dtype, {1, layout_.heads, block_tokens_, layout_.v_dim})});
+}
+
+BlockStore::Block& BlockStore::Writable(std::size_t block) {
+  Expects(block < blocks_.size());
+  std::shared_ptr<Block>& slot = blocks_[block];
+  if (slot.use_count() > 1) {
+    // Another store (a snapshot, a fork) still reads this block: give this store
+    // its own copy before writing.
+    slot = std::make_shared<Block>(Block{slot->keys.Clone(), slot->values.Clone()});
+  }
+  return *slot;
+}
+
+void BlockStore::Resize(std::int64_t length) {
+  Expects(length >= 0);
+  if (length == 0) {
+    Clear();
+    return;
+  }
+  const std::int64_t old_length = length_;
+  const auto needed =
+      gsl::narrow<std::size_t>((head_ + length + block_tokens_ - 1) / block_tokens_);
+  if (length < old_length) {
+    blocks_.resize(needed);
+    length_ = length;
+    return;
+  }
+  // Rows past the old end inside the last existing block may hold stale data
+  // from before a shrink: zero them so grown slots read as zeros, like fresh blocks.
+  if (old_length > 0 && !blocks_.empty()) {
+    const std::int64_t end_row = (head_ + old_length - 1) % block_tokens_ + 1;
+    const std::int64_t stop_row = std::min(block_tokens_, end_row + (length - old_length));
+    if (end_row < block_tokens_) {
+      Block& last = Writable(blocks_.size() - 1);
+      const auto rows = stop_row - end_row;
+      SliceUpdate(last.keys, Tensor::Zeros(layout_.dtype, {1, layout_.heads, rows, layout_.k_dim}),
+                  2, end_row);
+      SliceUpdate(last.values,
+                  Tensor::Zeros(layout_.dtype, {1, layout_.heads, rows, layout_.v_dim}), 2,
+                  end_row);
+    }
+  }
+  if (old_length == 0) head_ = 0;
+  while (blocks_.size() < needed) blocks_.push_back(NewBlock());
+  length_ = length;
+}
+
+void BlockStore::DropFront(std::int64_t n) {
+  Expects(n >= 0 && n <= length_);
+  if (n == length_) {
+    Clear();
+    return;
+  }
+  head_ += n;
+  length_ -= n;
+  const std::int64_t drop = head_ / block_tokens_;
+  blocks_.erase(blocks_.begin(), blocks_.begin() + static_cast<std::ptrdiff_t>(drop));
+  head_ %= block_tokens_;
+}
+
+void BlockStore::Clear() noexcept {
+  blocks_.clear();
+  head_ = 0;
+  length_ = 0;
+}
+
+void BlockStore::Reset() noexcept {
+  Clear();
+  has_layout_ = false;
+  layout_ = KvLayout{};
+}
+
+void BlockStore::Write(std::int64_t slot, const Tensor& keys, const Tensor& values) {
+  const std::int64_t count = keys.Dim(2);
+  Expects(slot >= 0 && slot + count <= length_);
+  std::int64_t consumed = 0;
+  ForEachRun(slot, slot + count, [&](std::size_t block, std::int64_t row, std::int64_t rows) {
+    Block& target = Writable(block);
+    SliceUpdate(target.keys, keys.Slice(2, consumed, consumed + rows), 2, row);
+    SliceUpdate(target.values, values.Slice(2, consumed, consumed + rows), 2, row);
+    consumed += rows;
+  });
+}
+
+void BlockStore::Append(const Tensor& keys, const Tensor& values) {
+  const std::int64_t count = keys.Dim(2);
+  const std::int64_t start = length_;
+  if (length_ == 0) {
+    blocks_.clear();
+    head_ = 0;
+  }
+  // Grow without zeroing: every new row is written right away.
+  const auto needed =
+      gsl::narrow<std::size_t>((head_ + start + count + block_tokens_ - 1) / block_tokens_);
+  while (blocks_.size() < needed) blocks_.push_back(NewBlock());
+  length_ = start + count;
+  Write(start, keys, values);
+}
+
+void BlockStore::AppendCopyOf(const BlockStore& src, std::int64_t begin, std::int64_t end) {
+  Expects(begin >= 0 && begin <= end && end <= src.length_);
+  src.ForEachSegment(begin, end, [&](const Segment& seg) { Append(seg.keys, seg.values); });
+}
+
+void BlockStore::AppendFrom(const BlockStore& src, std::int64_t begin, std::int64_t end) {
+  Expects(begin >= 0 && begin <= end && end <= src.length_);
+  if (begin == end) return;
+  Expects(src.has_layout_ && (!has_layout_ || src.layout_ == layout_));
+  if (!has_layout_) SetLayout(src.layout_);
+  const std::int64_t src_phase = (src.head_ + begin) % src.block_tokens_;
+  if (length_ == 0) {
+    blocks_.clear();
+    head_ = 0;
+    if (src.block_tokens_ == block_tokens_ && src_phase != 0) {
+      // An empty store adopts the source's phase (and its first block), so every
+      // block is shared.
+      blocks_.push_back(src.blocks_[static_cast<std::size_t>((src.head_ + begin) / block_tokens_)]);
+      head_ = src_phase;
+    }
+  }
+  const std::int64_t phase = (head_ + length_) % block_tokens_;
+  if (src.block_tokens_ != block_tokens_ || phase != src_phase) {
+    AppendCopyOf(src, begin, end);
+    return;
+  }
+  std::int64_t slot = begin;
+  auto src_block = static_cast<std::size_t>((src.head_ + begin) / src.block_tokens_);
+  if (phase != 0) {
+    // Fill the rest of this store's partly used last block.
+    const std::int64_t rows = std::min(block_tokens_ - phase, end - begin);
+    const std::size_t last = blocks_.size() - 1;
+    if (!SameBlock(last, src, src_block)) {
+      const Segment seg = src.View(src_block, phase, rows);
+      Block& target = Writable(last);
+      SliceUpdate(target.keys, seg.keys, 2, phase);
+      SliceUpdate(target.values, seg.values, 2, phase);
+    }
+    length_ += rows;
+    slot += rows;
+    ++src_block;
+  }
+  // Whole blocks from here on: share them.
+  while (slot < end) {
+    blocks_.push_back(src.blocks_[src_block]);
+    const std::int64_t rows = std::min(block_tokens_, end - slot);
+    length_ += rows;
+    slot += rows;
+    ++src_block;
+  }
+}
+
+BlockStore BlockStore::Share(std::int64_t begin, std::int64_t end) const {
+  Expects(begin >= 0 && begin <= end && end <= length_);
+  BlockStore result(block_tokens_);
+  result.layout_ = layout_;
+  result.has_layout_ = has_layout_;
+  if (begin == end) return result;
+  const auto first = static_cast<std::size_t>((head_ + begin) / block_tokens_);
+  const auto last = static_cast<std::size_t>((head_ + end - 1) / block_tokens_);
+  result.blocks_.assign(blocks_.begin() + static_cast<std::ptrdiff_t>(first),
+                        blocks_.begin() + static_cast<std::ptrdiff_t>(last + 1));
+  result.head_ = (head_ + begin) % block_tokens_;
+  result.length_ = end - begin;
+  return result;
+}
+
+BlockStore::Segment BlockStore::View(std::size_t block, std::int64_t row,
+                                     std::int64_t count) const {
+  Expects(block < blocks_.size() && row >= 0 && row + count <= block_tokens_);
+  const Block& b = *blocks_[block];
+  return Segment{b.keys.Slice(2, row, row + count), b.values.Slice(2, row, row + count)};
+}
+
+const void* BlockStore::KeyData(std::size_t block) const noexcept {
+  return blocks_[block]->keys.Data();
+}
+
+const void* BlockStore::ValueData(std::size_t block) const noexcept {
+  return blocks_[block]->values.Data();
+}
+
+bool BlockStore::SameBlock(std::size_t block, const BlockStore& other,
+                           std::size_t other_block) const noexcept {
+  return block < blocks_.size() && other_block < other.blocks_.size() &&
+         blocks_[block] == other.blocks_[other_block];
+}
+
+}  // namespace ringkv::detail

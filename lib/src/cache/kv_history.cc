@@ -1,0 +1,126 @@
+#include "ringkv/kv_history.h"
+
+#include <gsl/assert>
+#include <gsl/narrow>
+
+#include "block_store.h"
+#include "ringkv/tensor_ops.h"
+
+namespace ringkv {
+namespace {
+
+kernels::ArrayRef ToArrayRef(const Tensor& t) {
+  kernels::ArrayRef ref;
+  ref.data = t.Data();
+  ref.dtype = t.Dtype();
+  for (int axis = 0; axis < 4; ++axis) {
+    ref.shape[static_cast<std::size_t>(axis)] = t.Dim(axis);
+    ref.strides[static_cast<std::size_t>(axis)] = t.Stride(axis);
+  }
+  return ref;
+}
+
+}  // namespace
+
+void KvView::AddRange(const detail::BlockStore* store, std::int64_t begin, std::int64_t end) {
+  Expects(store != nullptr && begin >= 0 && begin <= end && end <= store->Length());
+  Expects(range_count_ < kMaxRanges);
+  Expects(range_count_ == 0 || ranges_[0].store->Layout() == store->Layout());
+  if (begin == end) return;
+  ranges_[range_count_++] = Range{store, begin, end};
+}
+
+std::int64_t KvView::Length() const noexcept {
+  std::int64_t total = 0;
+  for (std::size_t i = 0; i < range_count_; ++i) total += ranges_[i].end - ranges_[i].begin;
+  return total;
+}
+
+DType KvView::Dtype() const noexcept {
+  return range_count_ == 0 ? DType::kF32 : ranges_[0].store->Layout().dtype;
+}
+std::int64_t KvView::Heads() const noexcept {
+  return range_count_ == 0 ? 0 : ranges_[0].store->Layout().heads;
+}
+std::int64_t KvView::KeyDim() const noexcept {
+  return range_count_ == 0 ? 0 : ranges_[0].store->Layout().k_dim;
+}
+std::int64_t KvView::ValueDim() const noexcept {
+  return range_count_ == 0 ? 0 : ranges_[0].store->Layout().v_dim;
+}
+
+std::vector<Tensor> KvView::KeySegments() const {
+  std::vector<Tensor> out;
+  for (std::size_t i = 0; i < range_count_; ++i) {
+    ranges_[i].store->ForEachSegment(
+        ranges_[i].begin, ranges_[i].end,
+        [&](const detail::BlockStore::Segment& s) { out.push_back(s.keys); });
+  }
+  return out;
+}
+
+std::vector<Tensor> KvView::ValueSegments() const {
+  std::vector<Tensor> out;
+  for (std::size_t i = 0; i < range_count_; ++i) {
+    ranges_[i].store->ForEachSegment(
+        ranges_[i].begin, ranges_[i].end,
+        [&](const detail::BlockStore::Segment& s) { out.push_back(s.values); });
+  }
+  return out;
+}
+
+Tensor KvView::ConcatKeys() const {
+  if (range_count_ == 0) return Tensor();
+  const std::vector<Tensor> parts = KeySegments();
+  return Concatenate(parts, 2);
+}
+
+Tensor KvView::ConcatValues() const {
+  if (range_count_ == 0) return Tensor();
+  const std::vector<Tensor> parts = ValueSegments();
+  return Concatenate(parts, 2);
+}
+
+std::vector<kernels::KvSegment> KvView::KernelSegments() const {
+  std::vector<kernels::KvSegment> out;
+  for (std::size_t i = 0; i < range_count_; ++i) {
+    ranges_[i].store->ForEachSegment(ranges_[i].begin, ranges_[i].end,
+                                     [&](const detail::BlockStore::Segment& s) {
+                                       out.push_back({ToArrayRef(s.keys), ToArrayRef(s.values)});
+                                     });
+  }
+  return out;
+}
+
+}  // namespace ringkv
+
+namespace ringkv {
+
+AttentionMask KVHistory::ApplyMask(const AttentionMask& logical,
+                                   const kernels::KernelTable& table) const {
+  switch (applier_.kind) {
+    case MaskApplier::Kind::kIdentity:
+      return logical;
+    case MaskApplier::Kind::kLogicalSliding:
+      return logical.Intersect(AttentionMask::SlidingWindow(applier_.window));
+    case MaskApplier::Kind::kRotating:
+      break;
+  }
+  if (applier_.query_len > 1) {
+    // Prefill: the concat path left storage in logical order.
+    return logical.Intersect(AttentionMask::SlidingWindow(applier_.window));
+  }
+  // Decode: storage holds exactly the window and nothing after the query.
+  if (logical.IsZero() || logical.IsCausal()) return AttentionMask::Zero();
+  const std::int64_t k = applier_.key_len;
+  const Tensor array = logical.AsArray(1, k);  // [1, h, 1, K], logical key order
+  const std::int64_t ring = applier_.ring_idx % k;
+  if (ring == 0) return AttentionMask::Additive(array);
+  Tensor gathered = Tensor::Zeros(DType::kF32, array.GetShape());
+  const std::int64_t rows = array.Dim(1) * array.Dim(2);
+  table.ring_gather(array.Data(), k, gathered.MutableData(), k, gsl::narrow<std::size_t>(rows),
+                    gsl::narrow<std::size_t>(k), gsl::narrow<std::size_t>(ring), sizeof(float));
+  return AttentionMask::Additive(gathered);
+}
+
+}  // namespace ringkv
