@@ -3,6 +3,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <gsl/assert>
 
 #include "ringkv/kernels/kernel_table.h"
@@ -64,12 +65,31 @@ void CopyElements(const Tensor& src, Tensor& dst) noexcept {
   auto* dst_base = static_cast<std::byte*>(dst.MutableData());
   const auto run_size = static_cast<std::size_t>(run);
 
-  // Odometer over the outer axes; `index` is the position on each of them.
-  std::array<std::int64_t, Shape::kMaxRank> index{};
-  std::ptrdiff_t src_offset = 0;  // elements
+  // The next axis out is walked by a tight loop (`rows` runs, fixed steps), the
+  // rest by an odometer, so short runs do not pay for the odometer each time.
+  Axis rows{1, 0, 0};
+  if (count > 0) rows = axes[static_cast<std::size_t>(--count)];
+  const std::ptrdiff_t src_step = rows.src_stride * src_elem;  // bytes
+  const std::ptrdiff_t dst_step = rows.dst_stride * dst_elem;
+  // Equal dtypes skip the table: an indirect call per run costs more than a
+  // short run's memcpy (the [.., 8] head-dim slices of a cache).
+  const std::size_t run_bytes = run_size * SizeOf(from);
+
+  std::array<std::int64_t, Shape::kMaxRank> index{};  // position on each odometer axis
+  std::ptrdiff_t src_offset = 0;                      // elements
   std::ptrdiff_t dst_offset = 0;
   while (true) {
-    convert(from, src_base + src_offset * src_elem, to, dst_base + dst_offset * dst_elem, run_size);
+    const std::byte* src_run = src_base + src_offset * src_elem;
+    std::byte* dst_run = dst_base + dst_offset * dst_elem;
+    if (from == to) {
+      for (std::int64_t r = 0; r < rows.size; ++r, src_run += src_step, dst_run += dst_step) {
+        std::memcpy(dst_run, src_run, run_bytes);
+      }
+    } else {
+      for (std::int64_t r = 0; r < rows.size; ++r, src_run += src_step, dst_run += dst_step) {
+        convert(from, src_run, to, dst_run, run_size);
+      }
+    }
     int axis = count - 1;
     for (; axis >= 0; --axis) {
       const Axis& a = axes[static_cast<std::size_t>(axis)];

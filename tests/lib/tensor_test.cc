@@ -116,6 +116,18 @@ TEST(TensorTest, EmptySliceHasNoElements) {
   EXPECT_EQ(e.Clone().GetShape(), (Shape{2, 0}));
 }
 
+// Copies whose coalesced form is a single element or a column of single elements.
+TEST(TensorTest, CopiesOfScalarsAndColumns) {
+  const Tensor scalar = Tensor::FromVector(std::vector<float>{3.5f}, {});
+  EXPECT_EQ(scalar.AsType(DType::kF16).ToVector(), std::vector<float>{3.5f});
+  EXPECT_EQ(scalar.Clone().ToVector(), std::vector<float>{3.5f});
+  const Tensor t = Tensor::FromVector(Iota(4 * 6), {4, 6});
+  EXPECT_EQ(t.Slice(0, 2, 3).Slice(1, 4, 5).Clone().ToVector(), std::vector<float>{16});
+  const Tensor column = t.Slice(1, 4, 5);  // [4, 1], stride 6 between elements
+  EXPECT_EQ(column.Clone().ToVector(), (std::vector<float>{4, 10, 16, 22}));
+  EXPECT_EQ(column.AsType(DType::kBF16).ToVector(), (std::vector<float>{4, 10, 16, 22}));
+}
+
 TEST(TensorTest, ContiguityIgnoresUnitDims) {
   const Tensor t = Tensor::Zeros(DType::kF32, {4, 3});
   EXPECT_TRUE(t.Slice(0, 1, 2).IsContiguous());                 // one row
