@@ -14,7 +14,7 @@ namespace ringkv::kernels {
 namespace {
 
 template <class Arch, class From, class To>
-RINGKV_KERNEL_FLATTEN void ConvertRun(const void* src, void* dst, std::size_t n) noexcept {
+void ConvertRun(const void* src, void* dst, std::size_t n) noexcept {
   constexpr std::size_t kW = FloatBatch<Arch>::size;
   const auto* s = static_cast<const typename From::Stored*>(src);
   auto* d = static_cast<typename To::Stored*>(dst);
@@ -49,7 +49,7 @@ void ConvertFrom(const void* src, DType to, void* dst, std::size_t n) noexcept {
 }
 
 template <class Arch>
-RINGKV_KERNEL_FLATTEN void CopyElements(const void* src, void* dst, std::size_t bytes) noexcept {
+void CopyElements(const void* src, void* dst, std::size_t bytes) noexcept {
   CopyBytes<Arch>(static_cast<const std::uint8_t*>(src), static_cast<std::uint8_t*>(dst), bytes);
 }
 

@@ -15,10 +15,9 @@ namespace ringkv::kernels {
 namespace {
 
 template <class Arch>
-RINGKV_KERNEL_FLATTEN void RingGather(const void* src, std::ptrdiff_t src_row_stride, void* dst,
-                                      std::ptrdiff_t dst_row_stride, std::size_t rows,
-                                      std::size_t k, std::size_t ring_idx,
-                                      std::size_t elem_size) noexcept {
+void RingGather(const void* src, std::ptrdiff_t src_row_stride, void* dst,
+                std::ptrdiff_t dst_row_stride, std::size_t rows, std::size_t k,
+                std::size_t ring_idx, std::size_t elem_size) noexcept {
   if (k == 0 || rows == 0) return;
   const std::size_t r = ring_idx % k;
   const std::size_t row_bytes = k * elem_size;

@@ -14,10 +14,10 @@
 // 16 -> 32 bit widening below uses the intrinsics directly.
 // Always name the arch: batch<float, Arch>, never batch<float>.
 //
-// At -O0 a compiler emits every xsimd member function a kernel calls as a weak
-// (COMDAT) symbol. Kernel entry points are therefore RINGKV_KERNEL_FLATTEN: the
-// whole call tree is inlined at every optimisation level, so no such copy is
-// emitted and tools/check_isa_linkage.sh holds in Debug builds too.
+// At -O0 GCC and Clang emit every xsimd function a kernel calls as a weak
+// (COMDAT) symbol, and neither `flatten` nor `#pragma GCC optimize` stops it:
+// the per-ISA units need -O1 or more in every configuration
+// (tools/check_isa_linkage.sh checks the objects of each build).
 
 #include <immintrin.h>
 
@@ -28,12 +28,6 @@
 #include <xsimd/xsimd.hpp>
 
 #include "ringkv/kernels/dtype.h"
-
-#if defined(__GNUC__) || defined(__clang__)
-#define RINGKV_KERNEL_FLATTEN __attribute__((flatten))
-#else
-#define RINGKV_KERNEL_FLATTEN
-#endif
 
 namespace ringkv::kernels {
 namespace {
@@ -222,16 +216,19 @@ void StoreFromFloat(const FloatBatch<Arch>& v, typename Tag::Stored* p) {
     const U lsb = (bits >> 16) & U(1u);
     const U rounded = (bits + U(0x7FFFu) + lsb) >> 16;
     const U quiet_nan = (bits >> 16) | U(0x40u);
-    // NaN test on the bits: 8.1's float != is _CMP_NEQ_OQ on AVX and AVX-512,
-    // false for NaN, so `v != v` does not find NaNs there.
-    using I = I32Batch<Arch>;
-    const I magnitude = BitCast<std::int32_t>(bits) & I(0x7FFFFFFF);
-    const I out = xsimd::select(magnitude > I(0x7F800000), BitCast<std::int32_t>(quiet_nan),
-                                BitCast<std::int32_t>(rounded));
+    // xsimd::isnan is an unordered compare on every tier; 8.1's float != is
+    // _CMP_NEQ_OQ on AVX and AVX-512, false for NaN, so `v != v` misses NaNs
+    // there. The select is on floats: 8.1's integer select for avx512bw does not
+    // compile at -O0.
+    const B out =
+        xsimd::select(xsimd::isnan(v), BitCast<float>(quiet_nan), BitCast<float>(rounded));
     StoreNarrowU16<Arch>(BitCast<std::uint32_t>(out), p);
   } else if constexpr (kHasF16c<Arch> && B::size == 16) {
+    // The maskz form with an explicit all-ones mask: GCC's -O0 macro for the
+    // unmasked one passes -1 as the mask and trips -Wsign-conversion.
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(p),
-                        _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+                        _mm512_maskz_cvtps_ph(static_cast<__mmask16>(0xFFFF), v,
+                                              _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
   } else if constexpr (kHasF16c<Arch> && B::size == 8) {
     _mm_storeu_si128(reinterpret_cast<__m128i*>(p),
                      _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));

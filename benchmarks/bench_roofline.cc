@@ -1,0 +1,90 @@
+// The machine's limits as benchmarks of their own, so that every run states
+// them: streaming (DRAM) read bandwidth, in-L3 read bandwidth, memcpy
+// bandwidth and f32 FMA peak, on 1 and 2 threads. The SDPA and convert cases
+// are held to the same measurements (roofline.h memoises them).
+#include <benchmark/benchmark.h>
+
+#include <cstdio>
+#include <string>
+
+#include "bench_util.h"
+#include "roofline.h"
+
+namespace ringkv::bench {
+namespace {
+
+std::string Gbs(double bytes_per_second) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.1fGB/s", bytes_per_second * 1e-9);
+  return text;
+}
+
+void BM_ReadBandwidth(benchmark::State& state, std::size_t bytes) {
+  const int threads = static_cast<int>(state.range(0));
+  double best = 0.0;
+  for (auto _ : state) {
+    const double bw = MeasureReadBandwidth(bytes, threads);
+    best = bw > best ? bw : best;
+  }
+  state.counters["threads"] = threads;
+  state.counters["GB/s"] = best * 1e-9;
+  state.counters["MiB"] = static_cast<double>(bytes) / static_cast<double>(kMiB);
+  state.SetLabel(SummaryLabel("f32", "read=" + Gbs(best)));
+}
+BENCHMARK_CAPTURE(BM_ReadBandwidth, dram_1GiB, kStreamBytes)
+    ->ArgName("threads")
+    ->Arg(1)
+    ->Arg(2)
+    ->Iterations(2)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_ReadBandwidth, l3_16MiB, kInCacheBytes)
+    ->ArgName("threads")
+    ->Arg(1)
+    ->Arg(2)
+    ->Iterations(3)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+void BM_MemcpyBandwidth(benchmark::State& state, std::size_t bytes) {
+  const int threads = static_cast<int>(state.range(0));
+  double best = 0.0;
+  for (auto _ : state) {
+    const double bw = MeasureMemcpyBandwidth(bytes, threads);
+    best = bw > best ? bw : best;
+  }
+  state.counters["threads"] = threads;
+  state.counters["GB/s"] = best * 1e-9;  // bytes read + bytes written
+  state.SetLabel(SummaryLabel("f32", "memcpy=" + Gbs(best)));
+}
+BENCHMARK_CAPTURE(BM_MemcpyBandwidth, dram_1GiB, kStreamBytes)
+    ->ArgName("threads")
+    ->Arg(1)
+    ->Arg(2)
+    ->Iterations(2)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+void BM_FmaPeak(benchmark::State& state) {
+  const int threads = static_cast<int>(state.range(0));
+  double best = 0.0;
+  for (auto _ : state) {
+    const double flops = MeasureFmaPeak(threads);
+    best = flops > best ? flops : best;
+  }
+  state.counters["threads"] = threads;
+  state.counters["GFLOP/s"] = best * 1e-9;
+  char text[32];
+  std::snprintf(text, sizeof(text), "fma=%.1fGFLOP/s", best * 1e-9);
+  state.SetLabel(SummaryLabel("f32", text));
+}
+BENCHMARK(BM_FmaPeak)
+    ->ArgName("threads")
+    ->Arg(1)
+    ->Arg(2)
+    ->Iterations(3)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+}  // namespace
+}  // namespace ringkv::bench

@@ -1,0 +1,196 @@
+// SDPA decode and prefill against the machine's limits measured in the same run
+// (roofline.h). Shapes: Hq 32, Hkv 8, D 128, B 1.
+//   Decode (L 1): roofline fraction = t_limit / t_measured, with
+//     t_limit = max(K+V bytes / read bandwidth for a working set of K+V's size,
+//                   4 Hq T D flops / FMA peak on the same thread count).
+//   DecodeCold: the same, cycling through enough layers that K+V are never in
+//     cache, held to the streaming (DRAM) bandwidth.
+//   Prefill (L 512, causal): useful GFLOP/s over the unmasked query-key pairs
+//     (4 Hq D flops each) and its fraction of the FMA peak.
+#include <benchmark/benchmark.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "bench_util.h"
+#include "ringkv/kernels/kernel_table.h"
+#include "ringkv/kernels/sdpa.h"
+#include "ringkv/kernels/thread_pool.h"
+#include "roofline.h"
+
+namespace ringkv::bench {
+namespace {
+
+using kernels::ArrayRef;
+using kernels::KvSegment;
+using kernels::SdpaParams;
+
+constexpr std::int64_t kHq = 32;
+constexpr std::int64_t kHkv = 8;
+constexpr std::int64_t kD = 128;
+// Cold decode cycles through at least this much K+V: four times a 32 MiB L3.
+constexpr std::size_t kColdFootprint = 128 * kMiB;
+
+ArrayRef Contiguous(const Buffer& b, DType dtype, std::int64_t heads, std::int64_t rows) {
+  ArrayRef a;
+  a.data = b.Data();
+  a.dtype = dtype;
+  a.shape = {1, heads, rows, kD};
+  a.strides = {heads * rows * kD, rows * kD, kD, 1};
+  return a;
+}
+
+// One layer's K and V, [1, Hkv, T, D] each.
+struct Layer {
+  Layer(DType dtype, std::int64_t t, std::uint32_t seed)
+      : k(RandomBuffer(dtype, static_cast<std::size_t>(kHkv * t * kD), seed)),
+        v(RandomBuffer(dtype, static_cast<std::size_t>(kHkv * t * kD), seed + 1)),
+        segment{Contiguous(k, dtype, kHkv, t), Contiguous(v, dtype, kHkv, t)} {}
+  Buffer k;
+  Buffer v;
+  KvSegment segment;
+};
+
+struct Attention {
+  Attention(std::int64_t l, std::int64_t t, kernels::MaskKind mask)
+      : q(RandomBuffer(DType::kF32, static_cast<std::size_t>(kHq * l * kD), 99)),
+        out(static_cast<std::size_t>(kHq * l * kD) * sizeof(float)) {
+    params.q = Contiguous(q, DType::kF32, kHq, l);
+    params.out = static_cast<float*>(out.Data());
+    params.out_strides = {kHq * l * kD, l * kD, kD, 1};
+    params.scale = 1.0f / std::sqrt(static_cast<float>(kD));
+    params.mask.kind = mask;
+    static_cast<void>(t);
+  }
+  void Run(const KvSegment& segment, kernels::ThreadPool& pool) {
+    params.kv = std::span<const KvSegment>(&segment, 1);
+    kernels::Sdpa(params, kernels::BestKernels(), pool);
+    benchmark::DoNotOptimize(out.Data());
+    benchmark::ClobberMemory();
+  }
+  Buffer q;
+  Buffer out;
+  SdpaParams params;
+};
+
+std::string LimitText(const char* what, double value, const char* unit) {
+  char text[64];
+  std::snprintf(text, sizeof(text), "%s=%.1f%s", what, value, unit);
+  return text;
+}
+
+// Times `iteration(i)` over the benchmark loop and returns seconds per iteration.
+template <class Iteration>
+double TimedLoop(benchmark::State& state, const Iteration& iteration) {
+  using Clock = std::chrono::steady_clock;
+  double seconds = 0.0;
+  std::size_t i = 0;
+  for (auto _ : state) {
+    const auto start = Clock::now();
+    iteration(i++);
+    seconds += std::chrono::duration<double>(Clock::now() - start).count();
+  }
+  return i == 0 ? 0.0 : seconds / static_cast<double>(i);
+}
+
+void SetDecodeCounters(benchmark::State& state, DType dtype, std::int64_t t, int threads,
+                       double seconds, double bandwidth, const std::string& bandwidth_name) {
+  const double kv_bytes =
+      2.0 * static_cast<double>(kHkv * t * kD * static_cast<std::int64_t>(SizeOf(dtype)));
+  const double flops = 4.0 * static_cast<double>(kHq * t * kD);
+  const double peak = FmaPeak(threads);
+  const double t_memory = kv_bytes / bandwidth;
+  const double t_compute = flops / peak;
+  const bool memory_bound = t_memory >= t_compute;
+  const double t_limit = memory_bound ? t_memory : t_compute;
+  state.counters["T"] = static_cast<double>(t);
+  state.counters["threads"] = threads;
+  state.counters["t_limit_us"] = t_limit * 1e6;
+  state.counters["fraction"] = seconds > 0.0 ? t_limit / seconds : 0.0;
+  state.counters["GB/s"] = seconds > 0.0 ? kv_bytes / seconds * 1e-9 : 0.0;
+  state.SetBytesProcessed(static_cast<std::int64_t>(kv_bytes) *
+                          static_cast<std::int64_t>(state.iterations()));
+  state.SetLabel(SummaryLabel(
+      DTypeName(dtype), memory_bound ? LimitText(bandwidth_name.c_str(), bandwidth * 1e-9, "GB/s")
+                                     : LimitText("fma", peak * 1e-9, "GFLOP/s")));
+}
+
+void BM_Decode(benchmark::State& state, DType dtype) {
+  const std::int64_t t = state.range(0);
+  const int threads = static_cast<int>(state.range(1));
+  const std::size_t kv_bytes = 2 * static_cast<std::size_t>(kHkv * t * kD) * SizeOf(dtype);
+  // The limits first: measuring them evicts whatever was in cache.
+  const double bandwidth = ReadBandwidth(kv_bytes, threads);
+  FmaPeak(threads);
+  kernels::ThreadPool pool(threads);
+  Layer layer(dtype, t, 1);
+  Attention attention(1, t, kernels::MaskKind::kNone);
+  attention.Run(layer.segment, pool);  // warm: K+V in cache when they fit
+  const double seconds = TimedLoop(state, [&](std::size_t) { attention.Run(layer.segment, pool); });
+  char name[32];
+  std::snprintf(name, sizeof(name), "read(%zuMiB)", kv_bytes / kMiB);
+  SetDecodeCounters(state, dtype, t, threads, seconds, bandwidth, name);
+}
+
+void BM_DecodeCold(benchmark::State& state, DType dtype) {
+  const std::int64_t t = state.range(0);
+  const int threads = static_cast<int>(state.range(1));
+  const std::size_t kv_bytes = 2 * static_cast<std::size_t>(kHkv * t * kD) * SizeOf(dtype);
+  const double bandwidth = ReadBandwidth(kStreamBytes, threads);
+  FmaPeak(threads);
+  kernels::ThreadPool pool(threads);
+  const std::size_t layer_count =
+      kv_bytes >= kColdFootprint / 2 ? 2 : (kColdFootprint + kv_bytes - 1) / kv_bytes;
+  std::vector<Layer> layers;
+  layers.reserve(layer_count);
+  for (std::size_t i = 0; i < layer_count; ++i)
+    layers.emplace_back(dtype, t, static_cast<std::uint32_t>(i + 1));
+  Attention attention(1, t, kernels::MaskKind::kNone);
+  const double seconds = TimedLoop(
+      state, [&](std::size_t i) { attention.Run(layers[i % layer_count].segment, pool); });
+  state.counters["layers"] = static_cast<double>(layer_count);
+  SetDecodeCounters(state, dtype, t, threads, seconds, bandwidth, "dram");
+}
+
+void DecodeArgs(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"T", "threads"})
+      ->ArgsProduct({{256, 1024, 4096, 16384, 32768}, {1, 2}})
+      ->Unit(benchmark::kMicrosecond)
+      ->UseRealTime();
+}
+
+BENCHMARK_CAPTURE(BM_Decode, f16, DType::kF16)->Apply(DecodeArgs);
+BENCHMARK_CAPTURE(BM_Decode, f32, DType::kF32)->Apply(DecodeArgs);
+BENCHMARK_CAPTURE(BM_DecodeCold, f16, DType::kF16)->Apply(DecodeArgs);
+BENCHMARK_CAPTURE(BM_DecodeCold, f32, DType::kF32)->Apply(DecodeArgs);
+
+void BM_Prefill(benchmark::State& state, DType dtype) {
+  constexpr std::int64_t kL = 512;
+  const std::int64_t t = state.range(0);
+  const int threads = static_cast<int>(state.range(1));
+  const double peak = FmaPeak(threads);
+  kernels::ThreadPool pool(threads);
+  Layer layer(dtype, t, 7);
+  Attention attention(kL, t, kernels::MaskKind::kCausal);
+  const double seconds = TimedLoop(state, [&](std::size_t) { attention.Run(layer.segment, pool); });
+  // Query i sits at position T - L + i and sees keys 0..T - L + i.
+  const double pairs = static_cast<double>(kL * (t - kL) + kL * (kL + 1) / 2);
+  const double flops = 4.0 * static_cast<double>(kHq * kD) * pairs;
+  const double gflops = seconds > 0.0 ? flops / seconds * 1e-9 : 0.0;
+  state.counters["T"] = static_cast<double>(t);
+  state.counters["threads"] = threads;
+  state.counters["GFLOP/s"] = gflops;
+  state.counters["fraction"] = gflops / (peak * 1e-9);
+  state.SetLabel(SummaryLabel(DTypeName(dtype), LimitText("fma", peak * 1e-9, "GFLOP/s")));
+}
+BENCHMARK_CAPTURE(BM_Prefill, f16, DType::kF16)
+    ->ArgNames({"T", "threads"})
+    ->ArgsProduct({{512, 4096}, {1, 2}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+}  // namespace
+}  // namespace ringkv::bench

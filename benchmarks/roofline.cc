@@ -1,0 +1,234 @@
+// Read, memcpy and FMA roofline measurements. The inner loops are compiled for
+// AVX2+FMA through target attributes and picked at run time, so the benchmark
+// binary itself stays baseline x86-64 like the library.
+#include "roofline.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace ringkv::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct AlignedDelete {
+  void operator()(float* p) const { ::operator delete[](p, std::align_val_t{64}); }
+};
+using FloatBuffer = std::unique_ptr<float[], AlignedDelete>;
+
+FloatBuffer AllocFloats(std::size_t n) {
+  auto* p = static_cast<float*>(::operator new[](n * sizeof(float), std::align_val_t{64}));
+  return FloatBuffer(p);
+}
+
+bool HasAvx2Fma() { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
+
+// Sums n floats (n a multiple of 64) with eight independent accumulators.
+__attribute__((target("avx2,fma"))) float ReadAvx2(const float* p, std::size_t n) {
+  __m256 acc[8];
+  for (auto& a : acc) a = _mm256_setzero_ps();
+  for (std::size_t i = 0; i < n; i += 64) {
+    for (int j = 0; j < 8; ++j) acc[j] = _mm256_add_ps(acc[j], _mm256_load_ps(p + i + 8 * j));
+  }
+  for (int j = 1; j < 8; ++j) acc[0] = _mm256_add_ps(acc[0], acc[j]);
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, acc[0]);
+  return lanes[0] + lanes[7];
+}
+
+float ReadSse2(const float* p, std::size_t n) {
+  __m128 acc[8];
+  for (auto& a : acc) a = _mm_setzero_ps();
+  for (std::size_t i = 0; i < n; i += 32) {
+    for (int j = 0; j < 8; ++j) acc[j] = _mm_add_ps(acc[j], _mm_load_ps(p + i + 4 * j));
+  }
+  for (int j = 1; j < 8; ++j) acc[0] = _mm_add_ps(acc[0], acc[j]);
+  return _mm_cvtss_f32(acc[0]);
+}
+
+// `iterations` x 12 independent FMA chains of 8 lanes: 192 flops per iteration.
+// Twelve chains cover a 4-cycle latency on two FMA pipes with room to spare.
+constexpr int kChains = 12;
+__attribute__((target("avx2,fma"))) float FmaAvx2(std::size_t iterations, float seed) {
+  __m256 acc[kChains];
+  for (int j = 0; j < kChains; ++j) acc[j] = _mm256_set1_ps(seed + static_cast<float>(j));
+  const __m256 a = _mm256_set1_ps(0.999999f);
+  const __m256 b = _mm256_set1_ps(1e-7f);
+  for (std::size_t i = 0; i < iterations; ++i) {
+    for (auto& x : acc) x = _mm256_fmadd_ps(x, a, b);
+  }
+  for (int j = 1; j < kChains; ++j) acc[0] = _mm256_add_ps(acc[0], acc[j]);
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, acc[0]);
+  return lanes[0];
+}
+
+// Without FMA: a multiply and an add per step (2 flops x 4 lanes x 12 chains).
+float MulAddSse2(std::size_t iterations, float seed) {
+  __m128 acc[kChains];
+  for (int j = 0; j < kChains; ++j) acc[j] = _mm_set1_ps(seed + static_cast<float>(j));
+  const __m128 a = _mm_set1_ps(0.999999f);
+  const __m128 b = _mm_set1_ps(1e-7f);
+  for (std::size_t i = 0; i < iterations; ++i) {
+    for (auto& x : acc) x = _mm_add_ps(_mm_mul_ps(x, a), b);
+  }
+  for (int j = 1; j < kChains; ++j) acc[0] = _mm_add_ps(acc[0], acc[j]);
+  return _mm_cvtss_f32(acc[0]);
+}
+
+// Runs work(thread) on `threads` threads released together and returns the
+// wall time from the release until the last one finishes.
+template <class Work>
+double TimeParallel(int threads, const Work& work) {
+  std::atomic<int> ready{0};
+  std::atomic<bool> go{false};
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      ready.fetch_add(1);
+      while (!go.load(std::memory_order_acquire)) {
+      }
+      work(t);
+    });
+  }
+  while (ready.load() != threads - 1) {
+  }
+  const auto start = Clock::now();
+  go.store(true, std::memory_order_release);
+  work(0);
+  for (auto& th : pool) th.join();
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+std::atomic<float> g_sink{0.0f};  // keeps the sums alive
+
+// A buffer of `bytes` split into per-thread slices of whole 256 B blocks.
+struct Slices {
+  Slices(std::size_t bytes, int threads)
+      : floats((std::max<std::size_t>(bytes, 4096) / 256) * 64), data(AllocFloats(floats)) {
+    // Touch every page (and fill with something non-trivial) before timing.
+    for (std::size_t i = 0; i < floats; ++i) data[i] = static_cast<float>(i & 1023) * 1e-3f;
+    per_thread = (floats / 64 / static_cast<std::size_t>(threads)) * 64;
+  }
+  std::size_t floats;
+  FloatBuffer data;
+  std::size_t per_thread = 0;
+};
+
+// Repeats passes until a timed run lasts at least this long.
+constexpr double kMinSeconds = 0.03;
+
+std::size_t PassesFor(std::size_t bytes) {
+  // Assume up to ~200 GB/s so that small working sets repeat enough.
+  const double pass = static_cast<double>(bytes) / 200e9;
+  return std::max<std::size_t>(1, static_cast<std::size_t>(kMinSeconds / pass));
+}
+
+}  // namespace
+
+double MeasureReadBandwidth(std::size_t bytes, int threads) {
+  static_cast<void>(0);
+  Slices s(bytes, threads);
+  const bool avx2 = HasAvx2Fma();
+  const std::size_t passes = bytes >= kStreamBytes / 2 ? 1 : PassesFor(bytes);
+  const auto work = [&](int t) {
+    const float* p = s.data.get() + static_cast<std::size_t>(t) * s.per_thread;
+    float sum = 0.0f;
+    for (std::size_t r = 0; r < passes; ++r) {
+      sum += avx2 ? ReadAvx2(p, s.per_thread) : ReadSse2(p, s.per_thread);
+    }
+    g_sink.store(sum, std::memory_order_relaxed);
+  };
+  work(0);  // warm the cache (or the TLB, for the streaming case)
+  const double seconds = TimeParallel(threads, work);
+  const double moved = static_cast<double>(s.per_thread * sizeof(float)) *
+                       static_cast<double>(threads) * static_cast<double>(passes);
+  return moved / seconds;
+}
+
+double MeasureMemcpyBandwidth(std::size_t bytes, int threads) {
+  // `bytes` is the working set: half source, half destination.
+  Slices src(bytes / 2, threads);
+  Slices dst(bytes / 2, threads);
+  const std::size_t passes = bytes >= kStreamBytes / 2 ? 1 : PassesFor(bytes);
+  const auto work = [&](int t) {
+    const std::size_t offset = static_cast<std::size_t>(t) * src.per_thread;
+    for (std::size_t r = 0; r < passes; ++r) {
+      std::memcpy(dst.data.get() + offset, src.data.get() + offset, src.per_thread * sizeof(float));
+    }
+  };
+  work(0);
+  const double seconds = TimeParallel(threads, work);
+  // Bytes read plus bytes written, as a read bandwidth is counted.
+  const double moved = 2.0 * static_cast<double>(src.per_thread * sizeof(float)) *
+                       static_cast<double>(threads) * static_cast<double>(passes);
+  return moved / seconds;
+}
+
+double MeasureFmaPeak(int threads) {
+  const bool avx2 = HasAvx2Fma();
+  constexpr std::size_t kIterations = std::size_t{1} << 22;
+  const auto work = [&](int t) {
+    const float seed = static_cast<float>(t);
+    g_sink.store(avx2 ? FmaAvx2(kIterations, seed) : MulAddSse2(kIterations, seed),
+                 std::memory_order_relaxed);
+  };
+  work(0);
+  const double seconds = TimeParallel(threads, work);
+  const double flops_per_iteration = avx2 ? 2.0 * 8 * kChains : 2.0 * 4 * kChains;
+  return flops_per_iteration * static_cast<double>(kIterations) * threads / seconds;
+}
+
+namespace {
+
+// The memo: benchmark-process state by design (the limits of this run).
+class Memo {
+ public:
+  template <class Measure>
+  double Get(int kind, std::size_t bytes, int threads, const Measure& measure) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const auto key = std::make_tuple(kind, bytes, threads);
+    if (auto it = values_.find(key); it != values_.end()) return it->second;
+    double best = 0.0;
+    for (int i = 0; i < 3; ++i) best = std::max(best, measure());
+    values_.emplace(key, best);
+    return best;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::map<std::tuple<int, std::size_t, int>, double> values_;
+};
+
+Memo& TheMemo() {
+  static Memo memo;
+  return memo;
+}
+
+}  // namespace
+
+double ReadBandwidth(std::size_t bytes, int threads) {
+  return TheMemo().Get(0, bytes, threads, [&] { return MeasureReadBandwidth(bytes, threads); });
+}
+
+double MemcpyBandwidth(std::size_t bytes, int threads) {
+  return TheMemo().Get(1, bytes, threads, [&] { return MeasureMemcpyBandwidth(bytes, threads); });
+}
+
+double FmaPeak(int threads) {
+  return TheMemo().Get(2, 0, threads, [&] { return MeasureFmaPeak(threads); });
+}
+
+}  // namespace ringkv::bench

@@ -1,0 +1,29 @@
+#pragma once
+// The machine's limits, measured in the benchmark process itself: read
+// bandwidth for a given working-set size, memcpy bandwidth and f32 FMA peak, on
+// a given number of threads. Each value is measured lazily on first use and
+// memoised (key: bytes and threads), so a filtered run such as
+// --benchmark_filter=Decode still holds its cases to limits of the same run.
+
+#include <cstddef>
+
+namespace ringkv::bench {
+
+inline constexpr std::size_t kMiB = std::size_t{1} << 20;
+inline constexpr std::size_t kGiB = std::size_t{1} << 30;
+// Far beyond the 32 MiB L3 of the target machine: a pass streams from DRAM.
+inline constexpr std::size_t kStreamBytes = kGiB;
+// Fits in a 32 MiB L3 next to what else is running.
+inline constexpr std::size_t kInCacheBytes = 16 * kMiB;
+
+// One timed measurement each (no memo), in bytes or flops per second.
+double MeasureReadBandwidth(std::size_t bytes, int threads);
+double MeasureMemcpyBandwidth(std::size_t bytes, int threads);
+double MeasureFmaPeak(int threads);
+
+// Memoised: the best of a few measurements, taken on first use.
+double ReadBandwidth(std::size_t bytes, int threads);
+double MemcpyBandwidth(std::size_t bytes, int threads);
+double FmaPeak(int threads);
+
+}  // namespace ringkv::bench
