@@ -1,0 +1,170 @@
+#include "tiny_transformer.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <gsl/assert>
+#include <gsl/narrow>
+
+#include "attention_call.h"
+#include "matmul.h"
+#include "ringkv/error.h"
+#include "rms_norm.h"
+#include "rope.h"
+
+namespace ringkv::model {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// [L, H, D] row-major -> a [1, H, L, D] tensor in `dtype`.
+Tensor ToHeads(std::span<const float> x, std::int64_t len, std::int64_t heads, std::int64_t dim,
+               DType dtype) {
+  Tensor t = Tensor::Zeros(DType::kF32, {1, heads, len, dim});
+  auto* dst = static_cast<float*>(t.MutableData());
+  for (std::int64_t l = 0; l < len; ++l) {
+    for (std::int64_t h = 0; h < heads; ++h) {
+      std::copy_n(x.data() + (l * heads + h) * dim, dim, dst + (h * len + l) * dim);
+    }
+  }
+  return dtype == DType::kF32 ? t : t.AsType(dtype);
+}
+
+// A [1, H, L, D] f32 tensor -> [L, H, D] row-major.
+void FromHeads(const Tensor& t, std::span<float> x) {
+  const std::int64_t heads = t.Dim(1), len = t.Dim(2), dim = t.Dim(3);
+  Expects(t.IsContiguous() && x.size() == gsl::narrow<std::size_t>(len * heads * dim));
+  const auto* src = static_cast<const float*>(t.Data());
+  for (std::int64_t h = 0; h < heads; ++h) {
+    for (std::int64_t l = 0; l < len; ++l) {
+      std::copy_n(src + (h * len + l) * dim, dim, x.data() + (l * heads + h) * dim);
+    }
+  }
+}
+
+// The decode loop's backend: each layer's K/V goes into its cache, attention reads
+// the history the cache returns, with the cache's own mask rule.
+class CacheBackend final : public AttentionBackend {
+ public:
+  explicit CacheBackend(std::span<AttentionCache* const> caches) : caches_(caches) {}
+
+  std::int64_t StartPosition() const override { return caches_.front()->Offset(); }
+
+  Tensor Attend(int layer, const Tensor& q, const Tensor& k, const Tensor& v, float scale,
+                Context& ctx, ForwardStats& stats) override {
+    const auto update_start = Clock::now();
+    const KVHistory history = caches_[gsl::narrow<std::size_t>(layer)]->Update(k, v);
+    stats.cache_seconds += Since(update_start);
+    const auto sdpa_start = Clock::now();
+    Tensor out = AttendCached(q, history, scale, ctx);
+    stats.sdpa_seconds += Since(sdpa_start);
+    return out;
+  }
+
+ private:
+  std::span<AttentionCache* const> caches_;
+};
+
+}  // namespace
+
+TinyTransformer::TinyTransformer(const ModelConfig& config, Context& ctx)
+    : config_(config), weights_(RandomWeights(config, ctx.Pool())) {}
+
+void TinyTransformer::CheckTokens(const char* function, std::span<const int> tokens) const {
+  if (tokens.empty()) throw Error(fmt::format("[{}] no tokens", function));
+  for (std::size_t i = 0; i < tokens.size(); ++i) {
+    if (tokens[i] < 0 || tokens[i] >= config_.vocab) {
+      throw Error(fmt::format("[{}] token {} at index {} is outside [0, vocab {})", function,
+                              tokens[i], i, config_.vocab));
+    }
+  }
+}
+
+std::vector<float> TinyTransformer::Forward(std::span<const int> tokens,
+                                            std::span<AttentionCache* const> caches, Context& ctx,
+                                            LogitRows rows, ForwardStats* stats) const {
+  CheckTokens("TinyTransformer::Forward", tokens);
+  if (caches.size() != gsl::narrow<std::size_t>(config_.layers)) {
+    throw Error(fmt::format("[TinyTransformer::Forward] {} caches for {} layers", caches.size(),
+                            config_.layers));
+  }
+  for (std::size_t i = 0; i < caches.size(); ++i) {
+    if (caches[i] == nullptr || caches[i]->Offset() != caches[0]->Offset()) {
+      throw Error(
+          fmt::format("[TinyTransformer::Forward] cache {} is {} but cache 0 is at offset {}", i,
+                      caches[i] == nullptr ? std::string("null")
+                                           : fmt::format("at offset {}", caches[i]->Offset()),
+                      caches[0] == nullptr ? -1 : caches[0]->Offset()));
+    }
+  }
+  CacheBackend backend(caches);
+  return Run(tokens, backend, ctx, rows, stats);
+}
+
+std::vector<float> TinyTransformer::Run(std::span<const int> tokens, AttentionBackend& backend,
+                                        Context& ctx, LogitRows rows, ForwardStats* stats) const {
+  CheckTokens("TinyTransformer::Run", tokens);
+  const auto start = Clock::now();
+  ForwardStats local;
+  const auto len = gsl::narrow<std::int64_t>(tokens.size());
+  const std::int64_t d = config_.d_model, hq = config_.q_heads, hkv = config_.kv_heads,
+                     hd = config_.head_dim, f = config_.mlp_hidden;
+  const auto n = [](std::int64_t a, std::int64_t b) { return gsl::narrow<std::size_t>(a * b); };
+  kernels::ThreadPool& pool = ctx.Pool();
+
+  std::vector<float> x(n(len, d)), h(n(len, d));                 // [L, d_model]
+  std::vector<float> q(n(len, hq * hd)), attn(n(len, hq * hd));  // [L, Hq, D]
+  std::vector<float> k(n(len, hkv * hd)), v(n(len, hkv * hd));   // [L, Hkv, D]
+  std::vector<float> gate(n(len, f)), up(n(len, f));             // [L, mlp_hidden]
+  for (std::int64_t i = 0; i < len; ++i) {
+    const float* row = weights_.embedding.data.data() + tokens[gsl::narrow<std::size_t>(i)] * d;
+    std::copy_n(row, d, x.data() + i * d);
+  }
+  const RopeTable rope(backend.StartPosition(), len, config_.head_dim, config_.rope_theta);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+
+  for (int layer = 0; layer < config_.layers; ++layer) {
+    const LayerWeights& w = weights_.layers[gsl::narrow<std::size_t>(layer)];
+    RmsNorm(x, w.attn_norm, config_.norm_eps, h);
+    MatMul(h, len, w.wq, q, pool);
+    MatMul(h, len, w.wk, k, pool);
+    MatMul(h, len, w.wv, v, pool);
+    rope.Apply(q, config_.q_heads);
+    rope.Apply(k, config_.kv_heads);
+    const Tensor out = backend.Attend(
+        layer, ToHeads(q, len, hq, hd, DType::kF32), ToHeads(k, len, hkv, hd, config_.kv_dtype),
+        ToHeads(v, len, hkv, hd, config_.kv_dtype), scale, ctx, local);
+    FromHeads(out, attn);
+    MatMul(attn, len, w.wo, x, pool, Accumulate::kAdd);
+
+    RmsNorm(x, w.mlp_norm, config_.norm_eps, h);
+    MatMul(h, len, w.w_gate, gate, pool);
+    MatMul(h, len, w.w_up, up, pool);
+    for (std::size_t i = 0; i < gate.size(); ++i) {
+      const float g = gate[i];
+      gate[i] = g / (1.0f + std::exp(-g)) * up[i];  // SiLU(gate) * up
+    }
+    MatMul(gate, len, w.w_down, x, pool, Accumulate::kAdd);
+  }
+
+  const std::int64_t out_rows = rows == LogitRows::kAll ? len : 1;
+  const std::span<const float> last(x.data() + (len - out_rows) * d, n(out_rows, d));
+  std::vector<float> normed(last.size());
+  RmsNorm(last, weights_.final_norm, config_.norm_eps, normed);
+  std::vector<float> logits(n(out_rows, config_.vocab));
+  MatMul(normed, out_rows, weights_.lm_head, logits, pool);
+
+  local.total_seconds = Since(start);
+  local.tokens = len;
+  local.calls = 1;
+  if (stats != nullptr) *stats += local;
+  return logits;
+}
+
+}  // namespace ringkv::model
