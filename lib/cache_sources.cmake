@@ -7,4 +7,6 @@ target_sources(ringkv_core PRIVATE
   src/cache/kv_cache.cc
   src/cache/kv_history.cc
   src/cache/kv_input.cc
-  src/cache/rotating_kv_cache.cc)
+  src/cache/layer_caches.cc
+  src/cache/rotating_kv_cache.cc
+  src/cache/speculation.cc)
