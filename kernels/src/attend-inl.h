@@ -20,6 +20,10 @@ namespace ringkv::kernels {
 namespace {
 
 constexpr float kAttendNegInf = -__builtin_inff();
+// While a block computes, the K/V rows this many blocks ahead are prefetched.
+// Measured on the Zen 3 host: 1 is at least as fast as 0, 2 and 4 (the timings
+// were noisy, the machine being shared; see the SDPA commit messages).
+constexpr std::int64_t kPrefetchBlocks = 1;
 
 template <class Tag>
 float LoadScalarAsFloat(const typename Tag::Stored* p) {
@@ -45,8 +49,10 @@ struct Attender {
   // R x K independent accumulators hide the FMA latency; each K vector is
   // converted once and used by all R rows.
   template <int R, int K>
-  static void Dots(const float* q, std::int64_t q_stride, const Stored* k, std::int64_t k_stride,
-                   std::int64_t d, float* out, std::int64_t out_stride) {
+  __attribute__((always_inline)) static void Dots(const float* q, std::int64_t q_stride,
+                                                  const Stored* k, std::int64_t k_stride,
+                                                  std::int64_t d, float* out,
+                                                  std::int64_t out_stride) {
     B acc[static_cast<std::size_t>(R * K)];
 #pragma GCC unroll 32
     for (int a = 0; a < R * K; ++a) acc[a] = B(0.0f);
@@ -84,24 +90,55 @@ struct Attender {
     }
   }
 
+  // The next block's K and V rows, fetched into cache while this block computes
+  // (the hardware prefetchers do not follow the row-strided V walk well).
+  struct Prefetch {
+    const Stored* k = nullptr;  // nullptr: nothing to fetch
+    const Stored* v = nullptr;
+    std::int64_t k_stride = 0;
+    std::int64_t v_stride = 0;
+    std::int64_t rows = 0;
+    std::int64_t d = 0;
+    std::int64_t dv = 0;
+  };
+
+  // Must be inlined: GCC deems an out-of-line function that only prefetches
+  // "const" and deletes its calls.
+  __attribute__((always_inline)) static void PrefetchRows(const Prefetch& pf, std::int64_t j0,
+                                                          std::int64_t count) {
+    if (pf.k == nullptr) return;
+    constexpr std::int64_t kPerLine = 64 / static_cast<std::int64_t>(sizeof(Stored));
+    for (std::int64_t j = j0; j < j0 + count && j < pf.rows; ++j) {
+      for (std::int64_t c = 0; c < pf.d; c += kPerLine)
+        __builtin_prefetch(pf.k + j * pf.k_stride + c);
+      for (std::int64_t c = 0; c < pf.dv; c += kPerLine)
+        __builtin_prefetch(pf.v + j * pf.v_stride + c);
+    }
+  }
+
   // Scores of R rows against the kb keys of a block.
   template <int R, int K>
   static void ScoreRows(const float* q, std::int64_t q_stride, const Stored* k,
                         std::int64_t k_stride, std::int64_t kb, std::int64_t d, float* s,
-                        std::int64_t s_stride) {
+                        std::int64_t s_stride, const Prefetch& pf) {
     std::int64_t j = 0;
-    for (; j + K <= kb; j += K)
+    for (; j + K <= kb; j += K) {
+      PrefetchRows(pf, j, K);
       Dots<R, K>(q, q_stride, k + j * k_stride, k_stride, d, s + j, s_stride);
-    for (; j < kb; ++j) Dots<R, 1>(q, q_stride, k + j * k_stride, k_stride, d, s + j, s_stride);
+    }
+    for (; j < kb; ++j) {
+      PrefetchRows(pf, j, 1);
+      Dots<R, 1>(q, q_stride, k + j * k_stride, k_stride, d, s + j, s_stride);
+    }
   }
 
   // acc_r = acc_r * alpha_r + sum_j p[r][j] v_j over VC vectors of Dv at a time;
   // the R x VC accumulators stay in registers for the whole block.
   template <int R, int VC>
-  static std::int64_t AccumulateChunks(const float* p, std::int64_t p_stride, const float* alpha,
-                                       const Stored* v, std::int64_t v_stride, std::int64_t kb,
-                                       std::int64_t c, std::int64_t dv, float* acc,
-                                       std::int64_t acc_stride) {
+  __attribute__((always_inline)) static std::int64_t AccumulateChunks(
+      const float* p, std::int64_t p_stride, const float* alpha, const Stored* v,
+      std::int64_t v_stride, std::int64_t kb, std::int64_t c, std::int64_t dv, float* acc,
+      std::int64_t acc_stride) {
     for (; c + VC * kN <= dv; c += VC * kN) {
       B a[static_cast<std::size_t>(R * VC)];
 #pragma GCC unroll 16
@@ -258,33 +295,50 @@ struct Attender {
         const std::int64_t kb = end - tb < t.block ? end - tb : t.block;
         const Stored* k = static_cast<const Stored*>(run.k) + (tb - run.begin) * run.k_stride;
         const Stored* v = static_cast<const Stored*>(run.v) + (tb - run.begin) * run.v_stride;
-        Block(t, rows_total, qd, qs, s, alpha, k, run.k_stride, v, run.v_stride, tb, kb);
+        Prefetch pf;
+        const std::int64_t ahead = kPrefetchBlocks * t.block;
+        if (tb + ahead < end) {
+          pf.k = k + ahead * run.k_stride;
+          pf.v = v + ahead * run.v_stride;
+          pf.k_stride = run.k_stride;
+          pf.v_stride = run.v_stride;
+          pf.rows = end - (tb + ahead) < t.block ? end - (tb + ahead) : t.block;
+          pf.d = t.d;
+          pf.dv = t.dv;
+        }
+        Block(t, rows_total, qd, qs, s, alpha, k, run.k_stride, v, run.v_stride, tb, kb, pf);
       }
     }
   }
 
   static void Block(const AttendTile& t, std::int64_t rows_total, std::int64_t qd, const float* qs,
                     float* s, float* alpha, const Stored* k, std::int64_t k_stride, const Stored* v,
-                    std::int64_t v_stride, std::int64_t tb, std::int64_t kb) {
+                    std::int64_t v_stride, std::int64_t tb, std::int64_t kb, const Prefetch& pf) {
     const bool positional =
         t.mask_kind == MaskKind::kCausal || t.mask_kind == MaskKind::kSlidingWindow;
     if (positional) {  // skip blocks no row can see before spending any work
       if (tb > t.pos0 + t.rows - 1) return;
       if (t.mask_kind == MaskKind::kSlidingWindow && tb + kb - 1 <= t.pos0 - t.window) return;
     }
+    // Only the first row group prefetches: the next block is fetched once.
+    const Prefetch none;
     std::int64_t r = 0;
     for (; r + 4 <= rows_total; r += 4) {
-      ScoreRows<4, 2>(qs + r * qd, qd, k, k_stride, kb, t.d, s + r * t.block, t.block);
+      ScoreRows<4, 2>(qs + r * qd, qd, k, k_stride, kb, t.d, s + r * t.block, t.block,
+                      r == 0 ? pf : none);
     }
     switch (rows_total - r) {
       case 3:
-        ScoreRows<3, 2>(qs + r * qd, qd, k, k_stride, kb, t.d, s + r * t.block, t.block);
+        ScoreRows<3, 2>(qs + r * qd, qd, k, k_stride, kb, t.d, s + r * t.block, t.block,
+                        r == 0 ? pf : none);
         break;
       case 2:
-        ScoreRows<2, 4>(qs + r * qd, qd, k, k_stride, kb, t.d, s + r * t.block, t.block);
+        ScoreRows<2, 4>(qs + r * qd, qd, k, k_stride, kb, t.d, s + r * t.block, t.block,
+                        r == 0 ? pf : none);
         break;
       case 1:
-        ScoreRows<1, 8>(qs + r * qd, qd, k, k_stride, kb, t.d, s + r * t.block, t.block);
+        ScoreRows<1, 8>(qs + r * qd, qd, k, k_stride, kb, t.d, s + r * t.block, t.block,
+                        r == 0 ? pf : none);
         break;
       default:
         break;
