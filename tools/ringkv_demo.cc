@@ -1,128 +1,396 @@
-// The main job until the decode-loop demo lands: shows which kernel tier this CPU
-// gets, then runs grouped-query decode attention over K/V caches of growing length
-// and reports how close each call comes to the machine's memory bandwidth,
-// measured here in the same run.
+// The main job: a decode loop of a tiny transformer (random weights) on ringkv's
+// caches. Turn 1 prefills a prompt, decodes and snapshots the caches; turn 2
+// shares turn 1's prefix, restores the snapshot instead of re-prefilling and
+// continues; a speculative step verifies an imperfect draft in one forward and
+// commits the accepted prefix; a long generation wraps the sliding window many
+// times. Finally every recorded logit row is compared with a no-cache recompute
+// of the whole sequence. docs/decode_demo.md explains the report.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
-#include <random>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
-#include "ringkv/dtype.h"
-#include "ringkv/kernels/isa.h"
-#include "ringkv/kernels/kernel_table.h"
-#include "ringkv/kernels/sdpa.h"
-#include "ringkv/kernels/thread_pool.h"
+#include "demo_report.h"
+#include "model_caches.h"
+#include "progress.h"
+#include "recompute.h"
+#include "ringkv/context.h"
+#include "ringkv/error.h"
+#include "ringkv/speculation.h"
+#include "sampling.h"
+#include "tiny_transformer.h"
 
 namespace {
 
+using ringkv::model::ForwardStats;
+using ringkv::model::LayerKind;
+using ringkv::model::LogitRows;
+using ringkv::model::ModelCaches;
 using Clock = std::chrono::steady_clock;
-namespace rk = ringkv::kernels;
 
-double Seconds(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double>(b - a).count();
-}
-
-// Streaming read bandwidth over `bytes` on every pool thread (bytes/s).
-double ReadBandwidth(rk::ThreadPool& pool, std::size_t bytes) {
-  std::vector<float> buffer(bytes / sizeof(float), 1.0f);
-  std::vector<double> sums(static_cast<std::size_t>(pool.Size()), 0.0);
-  const std::size_t parts = static_cast<std::size_t>(pool.Size());
-  const std::size_t per_part = buffer.size() / parts;
-  double best = 0;
-  for (int rep = 0; rep < 5; ++rep) {
-    const auto start = Clock::now();
-    pool.Run(parts, [&](std::size_t part, int) {
-      const float* p = buffer.data() + part * per_part;
-      float acc[16] = {};
-      for (std::size_t i = 0; i + 16 <= per_part; i += 16)
-        for (int j = 0; j < 16; ++j) acc[j] += p[i + static_cast<std::size_t>(j)];
-      float total = 0;
-      for (float a : acc) total += a;
-      sums[part] += static_cast<double>(total);
-    });
-    best = std::max(best, static_cast<double>(bytes) / Seconds(start, Clock::now()));
-  }
-  return sums[0] > 0 ? best : best;  // keep the sums alive
+double Since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
 struct Options {
+  ringkv::model::ModelConfig model;
   int threads = 0;
-  bool help = false;
+  int prompt = 512;       // turn 1 prompt tokens
+  int decode = 64;        // turn 1 generated tokens
+  int turn2_prompt = 64;  // turn 2's new prompt tokens
+  int turn2_decode = 32;  // turn 2 generated tokens
+  int draft = 6;          // speculative tokens
+  int long_tokens = 768;  // the long generation: 6 wraps of the default window
+  float temperature = 0;  // 0: greedy
+  int prompt_seed = 42;
+  bool json = false;
+  bool check = true;
+  bool progress = true;
 };
+
+constexpr const char* kHelp = R"(usage: ringkv_demo [flags]
+
+A decode loop of a tiny transformer with random weights on ringkv's caches:
+turn 1 (prefill, decode, snapshot), turn 2 (restore the snapshot instead of
+re-prefilling the shared prefix), one speculative step, a long generation
+that wraps the sliding window, and a check of every logit row against a
+no-cache recompute. See docs/decode_demo.md.
+
+model size
+  --layers=N (8)  --d-model=N (512)  --q-heads=N (8)  --kv-heads=N (2)
+  --head-dim=N (64)  --mlp=N (1536)  --vocab=N (4096)
+  --window=N (128)         sliding-window layers see this many tokens
+  --global-every=N (4)     every N-th layer is global (1: all, 0: none)
+  --kv-dtype=f16|bf16|f32 (f16)   what the caches store
+  --seed=N (1)             weights
+context
+  --prompt=N (512)  --decode=N (64)          turn 1
+  --turn2-prompt=N (64)  --turn2-decode=N (32)
+  --draft=N (6)            speculative tokens (one is deliberately wrong)
+  --long=N (768)           tokens of the long generation
+  --temperature=X (0)      0 is greedy; > 0 samples with --prompt-seed
+  --prompt-seed=N (42)     prompt token ids and sampling
+run
+  --threads=N (0: one per hardware thread)
+  --json                   machine-readable report on stdout
+  --no-check               skip the no-cache recompute
+  --no-progress            no progress lines on stderr
+  --help
+)";
 
 Options Parse(int argc, char** argv) {
   Options o;
+  const std::vector<std::pair<std::string, int*>> ints = {{"layers", &o.model.layers},
+                                                          {"d-model", &o.model.d_model},
+                                                          {"q-heads", &o.model.q_heads},
+                                                          {"kv-heads", &o.model.kv_heads},
+                                                          {"head-dim", &o.model.head_dim},
+                                                          {"mlp", &o.model.mlp_hidden},
+                                                          {"vocab", &o.model.vocab},
+                                                          {"window", &o.model.window},
+                                                          {"global-every", &o.model.global_every},
+                                                          {"threads", &o.threads},
+                                                          {"prompt", &o.prompt},
+                                                          {"decode", &o.decode},
+                                                          {"turn2-prompt", &o.turn2_prompt},
+                                                          {"turn2-decode", &o.turn2_decode},
+                                                          {"draft", &o.draft},
+                                                          {"long", &o.long_tokens},
+                                                          {"prompt-seed", &o.prompt_seed}};
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
+    const auto eq = arg.find('=');
+    const std::string name = arg.substr(0, eq),
+                      value = eq == std::string::npos ? "" : arg.substr(eq + 1);
+    const auto bad = [&] {
+      throw ringkv::Error(fmt::format("[ringkv_demo] bad argument {} (try --help)", arg));
+    };
     if (arg == "--help" || arg == "-h") {
-      o.help = true;
-    } else if (arg.rfind("--threads=", 0) == 0) {
-      o.threads = std::atoi(arg.c_str() + 10);
+      std::fputs(kHelp, stdout);
+      std::exit(0);
+    } else if (arg == "--json") {
+      o.json = true;
+    } else if (arg == "--no-check") {
+      o.check = false;
+    } else if (arg == "--no-progress") {
+      o.progress = false;
+    } else if (name == "--kv-dtype") {
+      if (value == "f16")
+        o.model.kv_dtype = ringkv::DType::kF16;
+      else if (value == "bf16")
+        o.model.kv_dtype = ringkv::DType::kBF16;
+      else if (value == "f32")
+        o.model.kv_dtype = ringkv::DType::kF32;
+      else
+        bad();
+    } else if (name == "--temperature" && !value.empty()) {
+      char* end = nullptr;
+      o.temperature = std::strtof(value.c_str(), &end);
+      if (*end != '\0') bad();
+    } else if (name == "--seed" && !value.empty()) {
+      char* end = nullptr;
+      o.model.seed = std::strtoull(value.c_str(), &end, 10);
+      if (*end != '\0') bad();
     } else {
-      std::fprintf(stderr, "unknown argument %s (try --help)\n", arg.c_str());
-      std::exit(2);
+      const auto it = std::find_if(ints.begin(), ints.end(),
+                                   [&](const auto& p) { return "--" + p.first == name; });
+      if (it == ints.end() || value.empty()) bad();
+      char* end = nullptr;
+      const long v = std::strtol(value.c_str(), &end, 10);
+      if (*end != '\0' || v < -1000000000L || v > 1000000000L) bad();
+      *it->second = static_cast<int>(v);
     }
   }
+  o.model.Validate();
+  for (const auto& [name, v] :
+       std::vector<std::pair<const char*, int>>{{"prompt", o.prompt},
+                                                {"decode", o.decode},
+                                                {"turn2-prompt", o.turn2_prompt},
+                                                {"turn2-decode", o.turn2_decode},
+                                                {"draft", o.draft},
+                                                {"long", o.long_tokens}}) {
+    if (v < 1) throw ringkv::Error(fmt::format("[ringkv_demo] --{} is {}, expected >= 1", name, v));
+  }
   return o;
+}
+
+std::vector<int> PromptTokens(int n, int vocab, std::uint64_t seed) {
+  std::vector<int> out(static_cast<std::size_t>(n));
+  std::uint64_t state = seed;
+  for (int& t : out) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;  // LCG, top bits
+    t = static_cast<int>((state >> 33) % static_cast<std::uint64_t>(vocab));
+  }
+  return out;
+}
+
+// The tokens of the conversation so far and the logit rows the cached model
+// produced, by position (row p predicts token p + 1).
+struct Transcript {
+  std::vector<int> tokens;
+  std::vector<int> positions;
+  std::vector<float> rows;  // [positions, vocab]
+  std::vector<float> last;  // the newest row
+
+  void Record(int position, std::span<const float> row) {
+    positions.push_back(position);
+    rows.insert(rows.end(), row.begin(), row.end());
+    last.assign(row.begin(), row.end());
+  }
+};
+
+class Demo {
+ public:
+  explicit Demo(const Options& o)
+      : o_(o),
+        ctx_(o.threads),
+        model_(o.model, ctx_),
+        sampler_(o.temperature, static_cast<std::uint64_t>(o.prompt_seed)) {}
+
+  ringkv::model::DemoReport Run();
+
+ private:
+  // One forward on `caches`, recording the last row (or every row).
+  std::vector<float> Feed(ModelCaches& caches, std::span<const int> tokens, ForwardStats& stats,
+                          bool all_rows = false);
+  void Decode(ModelCaches& caches, int steps, ForwardStats& stats, const char* label,
+              const std::function<void()>& after_step = {});
+  void Speculate(ModelCaches& caches, ringkv::model::DemoReport& r);
+  void Check(ringkv::model::DemoReport& r);
+
+  const Options& o_;
+  ringkv::Context ctx_;
+  ringkv::model::TinyTransformer model_;
+  ringkv::model::Sampler sampler_;
+  Transcript t_;
+};
+
+std::vector<float> Demo::Feed(ModelCaches& caches, std::span<const int> tokens, ForwardStats& stats,
+                              bool all_rows) {
+  const int start = caches.Offset();
+  std::vector<float> rows = model_.Forward(tokens, caches.Layers(), ctx_,
+                                           all_rows ? LogitRows::kAll : LogitRows::kLast, &stats);
+  t_.tokens.resize(static_cast<std::size_t>(start));
+  t_.tokens.insert(t_.tokens.end(), tokens.begin(), tokens.end());
+  const auto vocab = static_cast<std::size_t>(o_.model.vocab);
+  if (!all_rows) {
+    t_.Record(start + static_cast<int>(tokens.size()) - 1, rows);
+  } else {
+    for (std::size_t i = 0; i < tokens.size(); ++i) {
+      t_.Record(start + static_cast<int>(i),
+                std::span<const float>(rows).subspan(i * vocab, vocab));
+    }
+  }
+  return rows;
+}
+
+void Demo::Decode(ModelCaches& caches, int steps, ForwardStats& stats, const char* label,
+                  const std::function<void()>& after_step) {
+  ringkv::model::Progress progress(label, steps, o_.progress);
+  for (int i = 0; i < steps; ++i) {
+    const int next = sampler_.Next(t_.last);
+    Feed(caches, std::span<const int>(&next, 1), stats);
+    if (after_step) after_step();
+    progress.Update(i + 1);
+  }
+}
+
+void Demo::Speculate(ModelCaches& caches, ringkv::model::DemoReport& r) {
+  auto& s = r.speculation;
+  s.drafted = o_.draft;
+  s.offset_before = caches.Offset();
+  // The draft: the target's own greedy continuation on copy-on-write forks of the
+  // caches (a perfect drafter), then one token deliberately replaced, as an
+  // imperfect small draft model would get it wrong.
+  const auto draft_start = Clock::now();
+  ModelCaches fork = caches.Fork();
+  std::vector<int> draft;
+  std::vector<float> row = t_.last;
+  for (int i = 0; i < o_.draft; ++i) {
+    draft.push_back(ringkv::model::Greedy(row));
+    row = model_.Forward(std::span<const int>(&draft.back(), 1), fork.Layers(), ctx_);
+  }
+  s.wrong_index = o_.draft * 2 / 3;
+  auto& wrong = draft[static_cast<std::size_t>(s.wrong_index)];
+  wrong = (wrong + 1) % o_.model.vocab;
+  s.draft_seconds = Since(draft_start);
+
+  // Verify all drafted tokens in one forward through the speculation wrappers.
+  const auto verify_start = Clock::now();
+  ringkv::Speculation spec = ringkv::BeginSpeculation(caches.Layers());
+  ForwardStats stats;
+  const std::vector<float> rows =
+      model_.Forward(draft, spec.Caches(), ctx_, LogitRows::kAll, &stats);
+  for (int layer = 0; layer < o_.model.layers; ++layer) {
+    (caches.Kind(layer) == LayerKind::kGlobal ? s.offset_during_global : s.offset_during_sliding) =
+        caches.Layer(layer).Offset();
+  }
+  const auto vocab = static_cast<std::size_t>(o_.model.vocab);
+  int expected = ringkv::model::Greedy(t_.last);
+  int accepted = 0;
+  while (accepted < o_.draft && draft[static_cast<std::size_t>(accepted)] == expected) {
+    expected = ringkv::model::Greedy(
+        std::span<const float>(rows).subspan(static_cast<std::size_t>(accepted) * vocab, vocab));
+    ++accepted;
+  }
+  spec.Commit(accepted);
+  s.verify_seconds = Since(verify_start);
+  s.accepted = accepted;
+  s.offset_after_min = s.offset_after_max = caches.Offset();
+  for (int layer = 0; layer < o_.model.layers; ++layer) {
+    s.offset_after_min = std::min(s.offset_after_min, caches.Layer(layer).Offset());
+    s.offset_after_max = std::max(s.offset_after_max, caches.Layer(layer).Offset());
+  }
+  t_.tokens.resize(static_cast<std::size_t>(s.offset_before));
+  for (int i = 0; i < accepted; ++i) {
+    t_.tokens.push_back(draft[static_cast<std::size_t>(i)]);
+    t_.Record(s.offset_before + i,
+              std::span<const float>(rows).subspan(static_cast<std::size_t>(i) * vocab, vocab));
+  }
+}
+
+void Demo::Check(ringkv::model::DemoReport& r) {
+  const auto start = Clock::now();
+  const std::vector<float> reference = ringkv::model::RecomputeLogits(model_, t_.tokens, ctx_);
+  r.check.recompute_seconds = Since(start);
+  const auto vocab = static_cast<std::size_t>(o_.model.vocab);
+  float worst = 0;
+  for (std::size_t i = 0; i < t_.positions.size(); ++i) {
+    const auto p = static_cast<std::size_t>(t_.positions[i]);
+    for (std::size_t j = 0; j < vocab; ++j) {
+      worst = std::max(worst, std::abs(t_.rows[i * vocab + j] - reference[p * vocab + j]));
+    }
+  }
+  r.check.ran = true;
+  r.check.positions = static_cast<std::int64_t>(t_.positions.size());
+  r.check.sequence = static_cast<std::int64_t>(t_.tokens.size());
+  r.check.max_abs_diff = static_cast<double>(worst);
+}
+
+ringkv::model::DemoReport Demo::Run() {
+  ringkv::model::DemoReport r;
+  r.config = o_.model;
+  r.isa = std::string(ringkv::kernels::IsaName(ctx_.Kernels().isa));
+  r.threads = ctx_.Pool().Size();
+  const int vocab = o_.model.vocab;
+
+  // Turn 1: prefill, decode, snapshot.
+  ModelCaches caches(o_.model);
+  const std::vector<int> prompt1 =
+      PromptTokens(o_.prompt, vocab, static_cast<std::uint64_t>(o_.prompt_seed));
+  Feed(caches, prompt1, r.turn1_prefill);
+  Decode(caches, o_.decode, r.turn1_decode, "turn 1 decode");
+  auto start = Clock::now();
+  const std::unique_ptr<ringkv::LayerSnapshot> snapshot = caches.Snapshot(0);
+  r.snapshot_seconds = Since(start);
+  r.snapshot_bytes = snapshot->Size();
+  r.snapshot_tokens = caches.Offset();
+  const std::vector<int> prefix = t_.tokens;
+  const std::vector<float> turn1_last = t_.last;
+
+  // Turn 2: a new request sharing turn 1's prefix. Warm: restore the snapshot into
+  // fresh caches, prefill only the new prompt. Cold: prefill everything.
+  const std::vector<int> prompt2 =
+      PromptTokens(o_.turn2_prompt, vocab, static_cast<std::uint64_t>(o_.prompt_seed) + 1);
+  std::vector<int> full = prefix;
+  full.insert(full.end(), prompt2.begin(), prompt2.end());
+  {
+    ModelCaches cold(o_.model);
+    ForwardStats cold_stats;
+    r.cold_logits = model_.Forward(full, cold.Layers(), ctx_, LogitRows::kLast, &cold_stats);
+    r.cold_prefill_seconds = cold_stats.total_seconds;
+    r.cold_tokens = static_cast<std::int64_t>(full.size());
+  }
+  ModelCaches warm(o_.model);
+  caches.Free();  // turn 1's request is over; its state lives on in the snapshot
+  start = Clock::now();
+  if (!warm.Restore(snapshot.get(), r.snapshot_tokens)) {
+    throw ringkv::Error("[ringkv_demo] restoring the turn-1 snapshot failed");
+  }
+  r.restore_seconds = Since(start);
+  Feed(warm, prompt2, r.turn2_prefill);
+  r.warm_vs_cold_diff = 0;
+  for (std::size_t j = 0; j < t_.last.size(); ++j) {
+    r.warm_vs_cold_diff =
+        std::max(r.warm_vs_cold_diff, static_cast<double>(std::abs(t_.last[j] - r.cold_logits[j])));
+  }
+  Decode(warm, o_.turn2_decode, r.turn2_decode, "turn 2 decode");
+
+  // A speculative step, then the long generation.
+  Speculate(warm, r);
+  r.sliding_bytes_min = r.sliding_bytes_max = warm.AllocatedBytes(LayerKind::kSliding);
+  r.long_offset_start = warm.Offset();
+  Decode(warm, o_.long_tokens, r.long_decode, "long generation", [&] {
+    const std::size_t bytes = warm.AllocatedBytes(LayerKind::kSliding);
+    r.sliding_bytes_min = std::min(r.sliding_bytes_min, bytes);
+    r.sliding_bytes_max = std::max(r.sliding_bytes_max, bytes);
+  });
+  r.final_offset = warm.Offset();
+  r.global_bytes = warm.AllocatedBytes(LayerKind::kGlobal);
+  r.sliding_bytes = warm.AllocatedBytes(LayerKind::kSliding);
+  if (o_.check) Check(r);
+  return r;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  const Options options = Parse(argc, argv);
-  if (options.help) {
-    std::printf("usage: ringkv_demo [--threads=N]\n"
-                "Runs GQA decode attention (Hq 32, Hkv 8, D 128, f16 K/V) over growing\n"
-                "caches and reports the fraction of the measured memory bandwidth reached.\n");
+  try {
+    const Options options = Parse(argc, argv);
+    Demo demo(options);
+    const ringkv::model::DemoReport report = demo.Run();
+    const std::string out =
+        options.json ? ringkv::model::ToJson(report) : ringkv::model::ToText(report);
+    std::fputs(out.c_str(), stdout);
     return 0;
+  } catch (const ringkv::Error& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return 2;
   }
-  const rk::KernelTable& table = rk::BestKernels();
-  rk::ThreadPool pool(options.threads);
-  std::printf("ringkv kernel demo: tier %s, %d threads\n",
-              std::string(rk::IsaName(table.isa)).c_str(), pool.Size());
-  const double dram = ReadBandwidth(pool, std::size_t{512} << 20);
-  std::printf("streaming read bandwidth (512 MiB, measured now): %.1f GB/s\n\n", dram / 1e9);
-
-  constexpr std::int64_t kHq = 32, kHkv = 8, kD = 128;
-  std::mt19937 rng(7);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> q(static_cast<std::size_t>(kHq * kD));
-  for (float& x : q) x = dist(rng);
-  std::vector<float> out(q.size());
-
-  std::printf("%8s %12s %12s %10s %10s\n", "T", "K+V MiB", "us/call", "GB/s", "of DRAM");
-  for (std::int64_t t : {1024, 4096, 16384, 65536}) {
-    const std::size_t n = static_cast<std::size_t>(kHkv * t * kD);
-    std::vector<std::uint16_t> k(n), v(n);
-    for (std::size_t i = 0; i < n; ++i) {
-      k[i] = ringkv::F32ToF16(dist(rng));
-      v[i] = ringkv::F32ToF16(dist(rng));
-    }
-    rk::SdpaParams p;
-    p.q = {q.data(), ringkv::DType::kF32, {1, kHq, 1, kD}, {kHq * kD, kD, kD, 1}};
-    const rk::KvSegment segment{{k.data(), ringkv::DType::kF16, {1, kHkv, t, kD}, {kHkv * t * kD, t * kD, kD, 1}},
-                                {v.data(), ringkv::DType::kF16, {1, kHkv, t, kD}, {kHkv * t * kD, t * kD, kD, 1}}};
-    p.kv = {&segment, 1};
-    p.out = out.data();
-    p.out_strides = {kHq * kD, kD, kD, 1};
-    p.scale = 1.0f / std::sqrt(static_cast<float>(kD));
-    rk::Sdpa(p, table, pool);  // warm-up
-    const int reps = static_cast<int>(std::max<std::int64_t>(3, 400000 / t));
-    double best = 1e30;
-    for (int r = 0; r < reps; ++r) {
-      const auto start = Clock::now();
-      rk::Sdpa(p, table, pool);
-      best = std::min(best, Seconds(start, Clock::now()));
-    }
-    const double bytes = 2.0 * static_cast<double>(n) * 2.0;
-    std::printf("%8lld %12.1f %12.1f %10.1f %9.0f%%\n", static_cast<long long>(t),
-                bytes / (1 << 20), best * 1e6, bytes / best / 1e9, 100.0 * bytes / best / dram);
-  }
-  std::printf("\n(caches that fit in L3 can beat the DRAM figure; see benchmarks/ for the roofline)\n");
-  return 0;
 }

@@ -13,6 +13,7 @@ constexpr std::size_t kTileRows = 2;     // x rows per register tile
 constexpr std::size_t kTileOuts = 4;     // w rows per register tile
 constexpr std::int64_t kBlockRows = 64;  // x rows per task: reuses one w block from L2
 constexpr std::int64_t kBlockOuts = 32;  // w rows per task: 32 x 512 floats = 64 KiB
+constexpr std::int64_t kInlineMacs = std::int64_t{1} << 16;
 
 // GCC/Clang vector extension: compiled to two SSE registers on the baseline and to
 // one ymm register in the x86-64-v3 clone below.
@@ -121,6 +122,11 @@ void MatMul(std::span<const float> x, std::int64_t rows, const Matrix& w, std::s
   const std::int64_t row_blocks = (rows + kBlockRows - 1) / kBlockRows;
   const std::int64_t out_blocks = (w.rows + block_outs - 1) / block_outs;
   const bool add = mode == Accumulate::kAdd;
+  // Below ~64k multiply-adds a hand-over to the pool costs more than the work.
+  if (rows * w.rows * w.cols < kInlineMacs) {
+    Block(x.data(), 0, rows, w, 0, w.rows, y.data(), add);
+    return;
+  }
   pool.Run(gsl::narrow<std::size_t>(row_blocks * out_blocks), [&](std::size_t task, int) {
     const std::int64_t t = gsl::narrow_cast<std::int64_t>(task);
     const std::int64_t rb = t / out_blocks, ob = t % out_blocks;

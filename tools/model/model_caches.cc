@@ -7,66 +7,76 @@
 #include "ringkv/rotating_kv_cache.h"
 
 namespace ringkv::model {
+namespace {
 
-std::size_t ModelSnapshot::Bytes() const {
-  std::size_t total = 0;
-  for (const auto& s : layers) total += s == nullptr ? 0 : s->Size();
-  return total;
+std::vector<LayerKind> Kinds(const ModelConfig& config) {
+  config.Validate();
+  std::vector<LayerKind> kinds;
+  for (int i = 0; i < config.layers; ++i) kinds.push_back(config.KindOf(i));
+  return kinds;
 }
 
-ModelCaches::ModelCaches(const ModelConfig& config) {
-  config.Validate();
-  for (int i = 0; i < config.layers; ++i) {
-    const LayerKind kind = config.KindOf(i);
-    if (kind == LayerKind::kGlobal) {
-      caches_.push_back(std::make_unique<KVCache>());
-    } else {
-      caches_.push_back(std::make_unique<RotatingKVCache>(config.window));
-    }
-    kinds_.push_back(kind);
-    pointers_.push_back(caches_.back().get());
+// LayerCaches::Interleaved has the same rule, (i + 1) % every == 0; "no global
+// layer" (0 here) is an `every` that no layer reaches.
+int Every(const ModelConfig& config) {
+  return config.global_every == 0 ? config.layers + 1 : config.global_every;
+}
+
+}  // namespace
+
+ModelCaches::ModelCaches(const ModelConfig& config)
+    : ModelCaches(LayerCaches::Interleaved(config.layers, Every(config), config.window),
+                  Kinds(config)) {}
+
+ModelCaches::ModelCaches(LayerCaches caches, std::vector<LayerKind> kinds)
+    : caches_(std::move(caches)), pointers_(caches_.Caches()), kinds_(std::move(kinds)) {
+  Expects(pointers_.size() == kinds_.size());
+  for (std::size_t i = 0; i < kinds_.size(); ++i) {
+    Expects((kinds_[i] == LayerKind::kGlobal) == (dynamic_cast<KVCache*>(pointers_[i]) != nullptr));
   }
 }
 
 AttentionCache& ModelCaches::Layer(int layer) const {
-  return *caches_.at(gsl::narrow<std::size_t>(layer));
+  return *pointers_.at(gsl::narrow<std::size_t>(layer));
 }
 
 LayerKind ModelCaches::Kind(int layer) const { return kinds_.at(gsl::narrow<std::size_t>(layer)); }
 
-int ModelCaches::Offset() const noexcept { return caches_.front()->Offset(); }
+int ModelCaches::Offset() const noexcept { return pointers_.front()->Offset(); }
 
 std::size_t ModelCaches::AllocatedBytes(LayerKind kind) const {
   std::size_t total = 0;
-  for (std::size_t i = 0; i < caches_.size(); ++i) {
+  for (std::size_t i = 0; i < pointers_.size(); ++i) {
     if (kinds_[i] != kind) continue;
     if (kind == LayerKind::kGlobal) {
-      total += static_cast<const KVCache&>(*caches_[i]).AllocatedBytes();
+      total += static_cast<const KVCache&>(*pointers_[i]).AllocatedBytes();
     } else {
-      total += static_cast<const RotatingKVCache&>(*caches_[i]).AllocatedBytes();
+      total += static_cast<const RotatingKVCache&>(*pointers_[i]).AllocatedBytes();
     }
   }
   return total;
 }
 
-ModelSnapshot ModelCaches::Snapshot(int from_offset) const {
-  ModelSnapshot snapshot;
-  for (const auto& cache : caches_) snapshot.layers.push_back(cache->Snapshot(from_offset));
-  return snapshot;
+std::unique_ptr<LayerSnapshot> ModelCaches::Snapshot(int from_offset) const {
+  return caches_.Snapshot(from_offset);
 }
 
-bool ModelCaches::Restore(const ModelSnapshot* snapshot, int target) {
-  Expects(snapshot == nullptr || snapshot->layers.size() == caches_.size());
-  bool ok = true;
-  for (std::size_t i = 0; i < caches_.size(); ++i) {
-    const ringkv::Snapshot* layer = snapshot == nullptr ? nullptr : snapshot->layers[i].get();
-    ok = caches_[i]->Restore(layer, target) && ok;
+bool ModelCaches::Restore(const LayerSnapshot* snapshot, int target) {
+  return caches_.Restore(snapshot, target);
+}
+
+void ModelCaches::Free() noexcept { caches_.Free(); }
+
+ModelCaches ModelCaches::Fork() const {
+  std::vector<LayerCaches::Layer> layers;
+  for (std::size_t i = 0; i < pointers_.size(); ++i) {
+    if (kinds_[i] == LayerKind::kGlobal) {
+      layers.emplace_back(static_cast<const KVCache&>(*pointers_[i]).Fork());
+    } else {
+      layers.emplace_back(static_cast<const RotatingKVCache&>(*pointers_[i]).Fork());
+    }
   }
-  return ok;
-}
-
-void ModelCaches::Free() noexcept {
-  for (auto& cache : caches_) cache->Free();
+  return ModelCaches(LayerCaches(std::move(layers)), kinds_);
 }
 
 }  // namespace ringkv::model

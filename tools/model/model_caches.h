@@ -1,12 +1,8 @@
 #pragma once
-// One cache per layer, built from the config's layer pattern: a KVCache on global
-// layers, a RotatingKVCache(window) on sliding ones. Snapshots and restores act on
-// every layer together.
-//
-// Interim: the library's multi-layer container (lib/ringkv/layer_caches.h) has
-// not landed yet; this one is the small subset the model needs, and unlike the
-// library's it does not promise atomic failure (the model only restores targets
-// that every layer can reach).
+// The model's caches: ringkv::LayerCaches built from the config's layer pattern
+// (a KVCache on global layers, a RotatingKVCache(window) on sliding ones), plus
+// what the model and the demo need on top: the per-layer pointers Forward takes,
+// bytes per layer kind, and copy-on-write forks for a draft run.
 
 #include <cstddef>
 #include <memory>
@@ -15,15 +11,9 @@
 
 #include "model_config.h"
 #include "ringkv/cache.h"
-#include "ringkv/snapshot.h"
+#include "ringkv/layer_caches.h"
 
 namespace ringkv::model {
-
-// One snapshot per layer (null entries where a layer had nothing to snapshot).
-struct ModelSnapshot {
-  std::vector<std::unique_ptr<ringkv::Snapshot>> layers;
-  std::size_t Bytes() const;
-};
 
 class ModelCaches {
  public:
@@ -31,7 +21,7 @@ class ModelCaches {
   ModelCaches(ModelCaches&&) noexcept = default;
   ModelCaches& operator=(ModelCaches&&) noexcept = default;
 
-  // What TinyTransformer::Forward takes: one cache per layer.
+  // What TinyTransformer::Forward and BeginSpeculation take: one cache per layer.
   std::span<AttentionCache* const> Layers() const noexcept { return pointers_; }
   AttentionCache& Layer(int layer) const;
   LayerKind Kind(int layer) const;
@@ -40,14 +30,20 @@ class ModelCaches {
   // Bytes of storage the layers of `kind` hold (sum over those layers).
   std::size_t AllocatedBytes(LayerKind kind) const;
 
-  ModelSnapshot Snapshot(int from_offset) const;
-  // false when some layer cannot reach the target (see Cache::Restore).
-  bool Restore(const ModelSnapshot* snapshot, int target);
+  // Every layer at once (LayerCaches): null when there is nothing to snapshot.
+  std::unique_ptr<LayerSnapshot> Snapshot(int from_offset) const;
+  // All layers or none: false, with nothing changed, when some layer cannot.
+  bool Restore(const LayerSnapshot* snapshot, int target);
   void Free() noexcept;
+  // Copies that share every storage block copy-on-write (KVCache / RotatingKVCache
+  // Fork): O(blocks), for a draft run that must not disturb these caches.
+  ModelCaches Fork() const;
 
  private:
-  std::vector<std::unique_ptr<AttentionCache>> caches_;
-  std::vector<AttentionCache*> pointers_;
+  ModelCaches(LayerCaches caches, std::vector<LayerKind> kinds);
+
+  LayerCaches caches_;
+  std::vector<AttentionCache*> pointers_;  // into caches_ (stable: its vector never grows)
   std::vector<LayerKind> kinds_;
 };
 

@@ -1,0 +1,80 @@
+#pragma once
+// What the decode demo measured, and its two renderings: a report a person reads
+// at a glance, and JSON for scripts (ringkv_demo --json; docs/decode_demo.md
+// lists the fields).
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "forward_stats.h"
+#include "model_config.h"
+
+namespace ringkv::model {
+
+// Cached and recomputed logits must agree within this (see tests/model).
+constexpr double kLogitTolerance = 1e-3;
+
+struct SpeculationReport {
+  int drafted = 0;
+  int wrong_index = 0;  // the draft token replaced on purpose
+  int accepted = 0;
+  int offset_before = 0;
+  int offset_during_global = 0;   // live KVCache offset during verification (written through)
+  int offset_during_sliding = 0;  // live RotatingKVCache offset (untouched until Commit)
+  int offset_after_min = 0;       // every layer after Commit(accepted)
+  int offset_after_max = 0;
+  double draft_seconds = 0;
+  double verify_seconds = 0;  // the one verification forward and the commit
+};
+
+struct CheckReport {
+  bool ran = false;
+  std::int64_t positions = 0;  // logit rows compared
+  std::int64_t sequence = 0;   // tokens recomputed
+  double max_abs_diff = 0;
+  double recompute_seconds = 0;
+};
+
+struct DemoReport {
+  ModelConfig config;
+  std::string isa;
+  int threads = 0;
+
+  ForwardStats turn1_prefill, turn1_decode;
+  std::size_t snapshot_bytes = 0;
+  int snapshot_tokens = 0;
+  double snapshot_seconds = 0;
+
+  ForwardStats turn2_prefill, turn2_decode;
+  double restore_seconds = 0;
+  double cold_prefill_seconds = 0;
+  std::int64_t cold_tokens = 0;
+  std::vector<float> cold_logits;  // last row of the cold prefill
+  double warm_vs_cold_diff = 0;    // against the warm (restored) path's row
+
+  SpeculationReport speculation;
+
+  ForwardStats long_decode;
+  int long_offset_start = 0;
+  int final_offset = 0;
+  std::size_t sliding_bytes_min = 0;  // over the long generation, all sliding layers
+  std::size_t sliding_bytes_max = 0;
+  std::size_t sliding_bytes = 0;  // at the end
+  std::size_t global_bytes = 0;   // at the end, all global layers
+
+  CheckReport check;
+
+  // K + V bytes one token takes in one layer.
+  std::size_t BytesPerToken() const;
+  // What the sliding layers may hold at most: window plus the longest single
+  // forward, rounded up to storage blocks.
+  std::size_t SlidingBound() const;
+  bool CheckPassed() const { return check.ran && check.max_abs_diff <= kLogitTolerance; }
+};
+
+std::string ToText(const DemoReport& r);
+std::string ToJson(const DemoReport& r);
+
+}  // namespace ringkv::model
