@@ -14,11 +14,11 @@ double Element(const ArrayRef& a, std::int64_t i0, std::int64_t i1, std::int64_t
       i0 * a.strides[0] + i1 * a.strides[1] + i2 * a.strides[2] + i3 * a.strides[3];
   switch (a.dtype) {
     case DType::kF32:
-      return static_cast<const float*>(a.data)[off];
+      return static_cast<double>(static_cast<const float*>(a.data)[off]);
     case DType::kF16:
-      return F16ToF32(static_cast<const std::uint16_t*>(a.data)[off]);
+      return static_cast<double>(F16ToF32(static_cast<const std::uint16_t*>(a.data)[off]));
     case DType::kBF16:
-      return BF16ToF32(static_cast<const std::uint16_t*>(a.data)[off]);
+      return static_cast<double>(BF16ToF32(static_cast<const std::uint16_t*>(a.data)[off]));
   }
   return 0.0;
 }
@@ -38,7 +38,7 @@ double MaskTerm(const MaskSpec& mask, std::int64_t b, std::int64_t h, std::int64
     case MaskKind::kSlidingWindow:
       return t <= pos && t > pos - mask.window ? 0.0 : kHidden;
     case MaskKind::kAdditive:
-      return static_cast<const float*>(mask.data)[off];
+      return static_cast<double>(static_cast<const float*>(mask.data)[off]);
     case MaskKind::kBoolean:
       return static_cast<const std::uint8_t*>(mask.data)[off] != 0 ? 0.0 : kHidden;
   }
