@@ -472,7 +472,7 @@ TEST_P(SdpaTest, ThreadCountDoesNotChangeResult) {
          .hq = 4,
          .hkv = 1,
          .seq_l = 1,
-         .seq_t = 4096,
+         .seq_t = 2048,
          .d = 64,
          .dv = 64,
          .dtype = DType::kBF16};
