@@ -10,6 +10,11 @@ function(ringkv_add_isa_kernels name)
   if(NOT RINGKV_NATIVE)
     target_compile_options(${name} PRIVATE ${ARG_FLAGS})
   endif()
+  # Unoptimised code emits every inline helper it calls (std::bit_cast,
+  # xsimd::constants::infinity, ...) as a weak symbol, compiled with this unit's
+  # ISA flags, which the linker may then hand to baseline callers (see
+  # docs/kernels.md, "linkage"). Optimising these units, even in Debug, inlines them.
+  target_compile_options(${name} PRIVATE $<$<CONFIG:Debug>:-O2>)
   set_target_properties(${name} PROPERTIES POSITION_INDEPENDENT_CODE ON)
   ringkv_set_warnings(${name})
 endfunction()
