@@ -25,6 +25,36 @@ constexpr float kAttendNegInf = -__builtin_inff();
 // were noisy, the machine being shared; see the SDPA commit messages).
 constexpr std::int64_t kPrefetchBlocks = 1;
 
+// exp(x) for x <= 0 (the online softmax only needs exp(s - max) and
+// exp(m_old - m_new)); x < -87.3 (and -inf) gives 0. Cephes' expf: x = n ln2 + r,
+// |r| <= ln2 / 2, exp(r) by a degree-6 polynomial, 2^n through the exponent bits.
+// Our own rather than xsimd::exp: at -O0 that one leaves weak, arch-less
+// instances (xsimd::constants::maxlog<float>() ...) in every ISA object, which
+// the linkage rule forbids (tools/check_isa_linkage.sh).
+template <class Arch>
+FloatBatch<Arch> ExpNonPositive(const FloatBatch<Arch>& x) {
+  using B = FloatBatch<Arch>;
+  using U = xsimd::batch<std::uint32_t, Arch>;
+  // select and the 1.5 * 2^23 rounding trick rather than xsimd::max / floor:
+  // GCC 12 reports false -Wuninitialized in their AVX-512 intrinsics (PR 105593).
+  const B clamped = xsimd::select(x < B(-87.0f), B(-87.0f), x);
+  constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
+  const B n = (clamped * B(1.44269504088896341f) + B(kRound)) - B(kRound);
+  B r = xsimd::fnma(n, B(0.693359375f), clamped);
+  r = xsimd::fnma(n, B(-2.12194440e-4f), r);
+  B y = B(1.9875691500e-4f);
+  y = xsimd::fma(y, r, B(1.3981999507e-3f));
+  y = xsimd::fma(y, r, B(8.3334519073e-3f));
+  y = xsimd::fma(y, r, B(4.1665795894e-2f));
+  y = xsimd::fma(y, r, B(1.6666665459e-1f));
+  y = xsimd::fma(y, r, B(5.0000001201e-1f));
+  y = xsimd::fma(y, r * r, r + B(1.0f));
+  // n + 127 is in [1, 127] here, so the float -> uint32 conversion is exact.
+  const U bits = xsimd::batch_cast<std::uint32_t>(n + B(127.0f)) << 23;
+  const B scaled = y * BitCast<float>(bits);
+  return xsimd::select(x < B(-87.0f), B(0.0f), scaled);
+}
+
 template <class Tag>
 float LoadScalarAsFloat(const typename Tag::Stored* p) {
   if constexpr (std::is_same_v<Tag, F32Tag>) {
@@ -255,12 +285,12 @@ struct Attender {
         continue;
       }
       alignas(64) float lanes[B::size];
-      xsimd::exp(B(m_old - m_new)).store_aligned(lanes);
+      ExpNonPositive<Arch>(B(m_old - m_new)).store_aligned(lanes);
       alpha[r] = lanes[0];
       const B mn(m_new);
       B sum(0.0f);
       for (std::int64_t j = 0; j < kb_pad; j += kN) {
-        const B pj = xsimd::exp(B::load_unaligned(sr + j) - mn);
+        const B pj = ExpNonPositive<Arch>(B::load_unaligned(sr + j) - mn);
         pj.store_unaligned(sr + j);
         sum += pj;
       }
