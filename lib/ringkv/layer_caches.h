@@ -19,9 +19,20 @@ namespace ringkv {
 // One snapshot per layer (a layer may have none).
 class LayerSnapshot {
  public:
+  LayerSnapshot() = default;
+  // One entry per layer (null: none for that layer), e.g. imported from a file.
+  explicit LayerSnapshot(std::vector<std::unique_ptr<Snapshot>> layers)
+      : layers_(std::move(layers)) {}
+
   std::size_t Layers() const noexcept { return layers_.size(); }
   const Snapshot* Layer(std::size_t layer) const { return layers_.at(layer).get(); }
   std::size_t Size() const noexcept;  // bytes, summed over the layers
+  // Hands one layer's snapshot over, leaving none there (the prompt cache moves
+  // sliding-window snapshots between trie nodes); throws std::out_of_range.
+  std::unique_ptr<Snapshot> Release(std::size_t layer) { return std::move(layers_.at(layer)); }
+  void Reset(std::size_t layer, std::unique_ptr<Snapshot> snapshot) {
+    layers_.at(layer) = std::move(snapshot);
+  }
 
  private:
   friend class LayerCaches;

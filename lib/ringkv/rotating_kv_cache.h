@@ -56,6 +56,7 @@ class RotatingKVCache final : public AttentionCache {
   int MaxSize() const noexcept { return max_size_; }
   int RingIndex() const noexcept { return idx_; }  // next decode write slot (before wrap)
   std::int64_t BufferLength() const noexcept;      // slots held (the reference's Dim(2))
+  std::int64_t BlockTokens() const noexcept;
   std::size_t AllocatedBytes() const noexcept;
 
  private:

@@ -238,6 +238,7 @@ void RotatingKVCache::Swap(RotatingKVCache& other) noexcept {
 }
 
 std::int64_t RotatingKVCache::BufferLength() const noexcept { return store_->Length(); }
+std::int64_t RotatingKVCache::BlockTokens() const noexcept { return store_->BlockTokens(); }
 std::size_t RotatingKVCache::AllocatedBytes() const noexcept { return store_->AllocatedBytes(); }
 
 }  // namespace ringkv

@@ -1,0 +1,20 @@
+# The prompt cache (prefix trie of snapshots, persistence); part of ringkv_core.
+# nlohmann_json (header-only) and xxHash (used header-only, XXH_INLINE_ALL) stay
+# out of the public headers and out of the installed package's requirements.
+find_package(nlohmann_json 3 REQUIRED)
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(RINGKV_XXHASH REQUIRED IMPORTED_TARGET libxxhash)
+
+target_sources(ringkv_core PRIVATE
+  src/prompt/atomic_file.cc
+  src/prompt/prompt_cache.cc
+  src/prompt/prompt_cache_file.cc
+  src/prompt/prompt_file_read.cc
+  src/prompt/prompt_file_write.cc
+  src/prompt/prompt_restore.cc
+  src/prompt/prompt_trie.cc
+  src/prompt/snapshot_data.cc)
+# BUILD_INTERFACE: only include paths are needed, so the exported target names neither.
+target_link_libraries(ringkv_core PRIVATE
+  $<BUILD_INTERFACE:nlohmann_json::nlohmann_json>
+  $<BUILD_INTERFACE:PkgConfig::RINGKV_XXHASH>)

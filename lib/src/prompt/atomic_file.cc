@@ -1,0 +1,98 @@
+#include "atomic_file.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <utility>
+
+#include "ringkv/error.h"
+
+namespace ringkv::detail {
+namespace {
+
+[[noreturn]] void Fail(const char* function, const char* step, const std::string& path) {
+  throw Error(fmt::format("[{}] {} '{}': {}", function, step, path, std::strerror(errno)));
+}
+
+void WriteAll(int fd, std::span<const std::byte> bytes, const char* function,
+              const std::string& path) {
+  while (!bytes.empty()) {
+    const ssize_t n = ::write(fd, bytes.data(), bytes.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) Fail(function, "cannot write", path);
+    bytes = bytes.subspan(static_cast<std::size_t>(n));
+  }
+}
+
+// Closes and unlinks the temporary file unless released.
+class TempFile {
+ public:
+  TempFile(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
+  ~TempFile() {
+    if (fd_ >= 0) ::close(fd_);
+    if (!path_.empty()) ::unlink(path_.c_str());
+  }
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+  int Fd() const noexcept { return fd_; }
+  const std::string& Path() const noexcept { return path_; }
+  int ReleaseFd() noexcept { return std::exchange(fd_, -1); }
+  void Renamed() noexcept { path_.clear(); }
+
+ private:
+  int fd_;
+  std::string path_;
+};
+
+}  // namespace
+
+void WriteFileAtomically(const std::string& path, std::span<const std::span<const std::byte>> parts,
+                         const char* function) {
+  std::string pattern = path + ".tmp.XXXXXX";  // same directory: the rename is atomic
+  const int fd = ::mkstemp(pattern.data());
+  if (fd < 0) Fail(function, "cannot create a temporary file next to", path);
+  TempFile temp(fd, pattern);
+  for (std::span<const std::byte> part : parts) WriteAll(temp.Fd(), part, function, temp.Path());
+  if (::fsync(temp.Fd()) != 0) Fail(function, "cannot fsync", temp.Path());
+  if (::close(temp.ReleaseFd()) != 0) Fail(function, "cannot close", temp.Path());
+  if (::rename(temp.Path().c_str(), path.c_str()) != 0) Fail(function, "cannot rename onto", path);
+  temp.Renamed();
+  // Make the rename itself durable.
+  const std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  const int dir_fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (dir_fd >= 0) {
+    ::fsync(dir_fd);
+    ::close(dir_fd);
+  }
+}
+
+std::vector<std::byte> ReadWholeFile(const std::string& path, const char* function) {
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) {
+    throw SnapshotError(
+        fmt::format("[{}] cannot open '{}': {}", function, path, std::strerror(errno)));
+  }
+  std::vector<std::byte> bytes;
+  std::byte buffer[1 << 16];
+  for (;;) {
+    const ssize_t n = ::read(fd, buffer, sizeof(buffer));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int error = errno;
+      ::close(fd);
+      throw SnapshotError(
+          fmt::format("[{}] cannot read '{}': {}", function, path, std::strerror(error)));
+    }
+    if (n == 0) break;
+    bytes.insert(bytes.end(), buffer, buffer + n);
+  }
+  ::close(fd);
+  return bytes;
+}
+
+}  // namespace ringkv::detail

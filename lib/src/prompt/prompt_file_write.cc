@@ -1,0 +1,107 @@
+// Saving: the safetensors header and the tensors in data order.
+#include <fmt/format.h>
+
+#define XXH_INLINE_ALL  // header-only: nothing for users of ringkv_core to link
+#include <xxhash.h>
+
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "prompt_file.h"
+#include "ringkv/snapshot_data.h"
+
+namespace ringkv::detail {
+namespace {
+
+using nlohmann::json;
+
+const char* SafetensorsDType(DType dtype) {
+  switch (dtype) {
+    case DType::kF32:
+      return "F32";
+    case DType::kF16:
+      return "F16";
+    case DType::kBF16:
+      return "BF16";
+  }
+  return "?";
+}
+
+json ModelJson(const PromptState& s) {
+  json layers = json::array();
+  for (int window : s.windows) {
+    layers.push_back(window == 0 ? json{{"kind", "global"}}
+                                 : json{{"kind", "sliding"}, {"window", window}});
+  }
+  return json{{"kv_dtype", SafetensorsDType(s.options.kv_dtype)},
+              {"kv_heads", s.options.kv_heads},
+              {"key_dim", s.options.key_dim},
+              {"value_dim", s.options.value_dim},
+              {"layers", std::move(layers)}};
+}
+
+}  // namespace
+
+std::vector<std::byte> EncodeHeader(const PromptState& s, std::span<const PromptNode* const> nodes,
+                                    std::vector<Tensor>& tensors) {
+  json header = json::object();
+  json nodes_json = json::array();
+  json checksums = json::object();
+  std::map<const PromptNode*, int> index;
+  std::uint64_t offset = 0;
+  auto add_tensor = [&](const std::string& name, const Tensor& t) {
+    const std::uint64_t bytes = t.NumBytes();
+    header[name] = json{{"dtype", SafetensorsDType(t.Dtype())},
+                        {"shape", {t.Dim(0), t.Dim(1), t.Dim(2), t.Dim(3)}},
+                        {"data_offsets", {offset, offset + bytes}}};
+    checksums[name] = fmt::format("{:016x}", XXH3_64bits(t.Data(), bytes));
+    offset += bytes;
+    tensors.push_back(t);
+  };
+  for (const PromptNode* node : nodes) {
+    const int i = static_cast<int>(index.size());
+    index[node] = i;
+    const auto parent = index.find(node->parent);
+    json layers = json::array();
+    for (std::size_t l = 0; l < s.Layers(); ++l) {
+      const Snapshot* snapshot = node->Layer(l);
+      if (snapshot == nullptr) {
+        layers.push_back(nullptr);
+        continue;
+      }
+      const SnapshotData data = ExportSnapshot(*snapshot);
+      const std::string keys = fmt::format("n{}.l{}.keys", i, l);
+      const std::string values = fmt::format("n{}.l{}.values", i, l);
+      add_tensor(keys, data.keys);
+      add_tensor(values, data.values);
+      layers.push_back(json{{"from", data.from},
+                            {"to", data.to},
+                            {"ring_index", data.ring_index},
+                            {"keys", keys},
+                            {"values", values}});
+    }
+    nodes_json.push_back(json{{"parent", parent == index.end() ? -1 : parent->second},
+                              {"start", node->start},
+                              {"end", node->end},
+                              {"tokens", node->tokens},
+                              {"pinned", node->pinned},
+                              {"last_used", node->last_used},
+                              {"layers", std::move(layers)}});
+  }
+  header["__metadata__"] = json{{"format", kFileFormat},
+                                {"version", std::to_string(kFileVersion)},
+                                {"fingerprint", s.options.fingerprint},
+                                {"model", ModelJson(s).dump()},
+                                {"nodes", nodes_json.dump()},
+                                {"checksums", checksums.dump()}};
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');  // tensor data starts 8-byte aligned
+  std::vector<std::byte> out(8 + text.size());
+  std::uint64_t length = text.size();
+  for (int b = 0; b < 8; ++b)
+    out[static_cast<std::size_t>(b)] = std::byte((length >> (8 * b)) & 0xff);
+  std::memcpy(out.data() + 8, text.data(), text.size());
+  return out;
+}
+
+}  // namespace ringkv::detail

@@ -1,0 +1,236 @@
+// The trie's structural operations: walk, split, merge, eviction.
+#include <algorithm>
+#include <gsl/assert>
+#include <gsl/narrow>
+#include <limits>
+
+#include "prompt_state.h"
+#include "ringkv/rotating_kv_cache.h"
+
+namespace ringkv::detail {
+namespace {
+
+std::unique_ptr<LayerSnapshot> EmptySnapshot(std::size_t layers) {
+  return std::make_unique<LayerSnapshot>(std::vector<std::unique_ptr<Snapshot>>(layers));
+}
+
+void Collect(PromptNode& node, int depth, std::vector<std::pair<PromptNode*, int>>& out) {
+  for (auto& child : node.children) {
+    out.emplace_back(child.get(), depth + 1);
+    Collect(*child, depth + 1, out);
+  }
+}
+
+std::size_t ChildIndex(const PromptNode& parent, const PromptNode& child) {
+  for (std::size_t i = 0; i < parent.children.size(); ++i) {
+    if (parent.children[i].get() == &child) return i;
+  }
+  Expects(false);
+  return 0;
+}
+
+// Removes a childless node; its bytes leave the trie.
+void RemoveLeaf(PromptState& s, PromptNode& node) {
+  Expects(node.children.empty() && node.parent != nullptr);
+  s.bytes -= node.Bytes();
+  PromptNode& parent = *node.parent;
+  parent.children.erase(parent.children.begin() +
+                        static_cast<std::ptrdiff_t>(ChildIndex(parent, node)));
+  ++s.stats.evictions;
+}
+
+// Folds a node with one child into that child (LayerCaches::Merge): the child
+// then covers both edges, the KV spans join, the node's windows are released.
+void MergeIntoChild(PromptState& s, PromptNode& node) {
+  Expects(node.children.size() == 1 && node.parent != nullptr);
+  std::unique_ptr<PromptNode> child = std::move(node.children.front());
+  s.bytes -= node.Bytes() + child->Bytes();
+  child->snapshot = s.caches.Merge(std::move(node.snapshot), std::move(child->snapshot));
+  s.bytes += child->Bytes();
+  child->tokens.insert(child->tokens.begin(), node.tokens.begin(), node.tokens.end());
+  child->start = node.start;
+  child->last_used = std::max(child->last_used, node.last_used);
+  PromptNode& parent = *node.parent;
+  child->parent = &parent;
+  parent.children[ChildIndex(parent, node)] = std::move(child);  // destroys node
+  ++s.stats.evictions;
+  ++s.stats.merges;
+}
+
+bool DropLastPending(PromptState& s) {
+  if (s.pending.empty()) return false;
+  auto last = std::prev(s.pending.end());
+  s.bytes -= last->second == nullptr ? 0 : last->second->Size();
+  s.pending.erase(last);
+  return true;
+}
+
+// Drops the windows of the deepest pinned node that has any (pinned KV spans fit
+// the budget, Pin checks it): the prefix stays cached, lookups land earlier.
+bool DropPinnedWindows(PromptState& s) {
+  std::vector<std::pair<PromptNode*, int>> nodes;
+  Collect(*s.root, 0, nodes);
+  std::stable_sort(nodes.begin(), nodes.end(),
+                   [](const auto& a, const auto& b) { return a.second > b.second; });
+  for (auto& [node, depth] : nodes) {
+    if (node->snapshot == nullptr) continue;
+    bool dropped = false;
+    for (std::size_t i = 0; i < s.Layers(); ++i) {
+      if (s.windows[i] > 0 && node->snapshot->Layer(i) != nullptr) {
+        s.bytes -= node->snapshot->Layer(i)->Size();
+        node->snapshot->Reset(i, nullptr);
+        dropped = true;
+      }
+    }
+    if (dropped) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+PromptState::PromptState(LayerCaches& c, PromptCacheOptions o)
+    : caches(c), options(std::move(o)), root(std::make_unique<PromptNode>()) {
+  for (std::size_t i = 0; i < caches.Size(); ++i) {
+    const auto* ring = dynamic_cast<const RotatingKVCache*>(&caches[i]);
+    windows.push_back(ring == nullptr ? 0 : ring->MaxSize());
+    has_windows = has_windows || ring != nullptr;
+  }
+}
+
+bool PromptState::LiveConsistent() const {
+  const auto n = static_cast<int>(live_tokens.size());
+  return std::ranges::all_of(caches.Offsets(), [n](int o) { return o == n; });
+}
+
+TriePath Walk(const PromptNode& root, std::span<const int> tokens) {
+  TriePath path;
+  const PromptNode* node = &root;
+  std::size_t pos = 0;
+  while (pos < tokens.size()) {
+    const PromptNode* next = nullptr;
+    for (const auto& child : node->children) {
+      if (child->tokens.front() == tokens[pos]) next = child.get();
+    }
+    if (next == nullptr) break;
+    std::size_t k = 0;
+    while (k < next->tokens.size() && pos + k < tokens.size() && next->tokens[k] == tokens[pos + k])
+      ++k;
+    path.nodes.push_back(const_cast<PromptNode*>(next));
+    pos += k;
+    if (k < next->tokens.size()) break;
+    node = next;
+  }
+  path.matched = gsl::narrow<int>(pos);
+  return path;
+}
+
+PromptNode& SplitNode(PromptState& s, PromptNode& node, int at,
+                      std::unique_ptr<LayerSnapshot> window_at) {
+  Expects(node.start < at && at < node.end);
+  auto second = std::make_unique<PromptNode>();
+  const auto cut = static_cast<std::ptrdiff_t>(at - node.start);
+  second->tokens.assign(node.tokens.begin() + cut, node.tokens.end());
+  second->start = at;
+  second->end = node.end;
+  second->last_used = node.last_used;
+  second->pinned = node.pinned;
+  second->parent = &node;
+  second->children = std::move(node.children);
+  for (auto& grandchild : second->children) grandchild->parent = second.get();
+  // KV spans divide exactly (sizes add up); windows at `end` go to the second half.
+  auto [first_half, second_half] = s.caches.Split(std::move(node.snapshot), at);
+  second->snapshot = std::move(second_half);
+  node.snapshot = std::move(first_half);
+  node.tokens.resize(static_cast<std::size_t>(cut));
+  node.end = at;
+  node.children.clear();
+  node.children.push_back(std::move(second));
+  ++s.stats.splits;
+  FillWindows(s, node, std::move(window_at));
+  return node;
+}
+
+void FillWindows(PromptState& s, PromptNode& node, std::unique_ptr<LayerSnapshot> windows) {
+  if (windows == nullptr) return;
+  s.bytes -= windows->Size();  // was counted as pending; re-added below for what is kept
+  for (std::size_t i = 0; i < s.Layers(); ++i) {
+    if (s.windows[i] == 0 || node.Layer(i) != nullptr || windows->Layer(i) == nullptr) continue;
+    if (windows->Layer(i)->ToOffset() != node.end) continue;
+    if (node.snapshot == nullptr) node.snapshot = EmptySnapshot(s.Layers());
+    std::unique_ptr<Snapshot> w = windows->Release(i);
+    s.bytes += w->Size();
+    node.snapshot->Reset(i, std::move(w));
+  }
+}
+
+std::vector<const PromptNode*> ActivePath(const PromptState& s) {
+  const TriePath path = Walk(*s.root, s.live_tokens);
+  return {path.nodes.begin(), path.nodes.end()};
+}
+
+void EnforceBudget(PromptState& s) {
+  while (s.bytes > s.options.byte_budget) {
+    const std::vector<const PromptNode*> active = ActivePath(s);
+    std::vector<std::pair<PromptNode*, int>> nodes;
+    Collect(*s.root, 0, nodes);
+    PromptNode* victim = nullptr;
+    int victim_depth = 0;
+    for (auto& [node, depth] : nodes) {
+      if (node->pinned || node->children.size() > 1) continue;
+      if (std::find(active.begin(), active.end(), node) != active.end()) continue;
+      // Least recently used first; among equals the deepest (leaves before their parents).
+      if (victim == nullptr || node->last_used < victim->last_used ||
+          (node->last_used == victim->last_used && depth > victim_depth)) {
+        victim = node;
+        victim_depth = depth;
+      }
+    }
+    if (victim != nullptr) {
+      if (victim->children.empty()) {
+        RemoveLeaf(s, *victim);
+      } else {
+        MergeIntoChild(s, *victim);
+      }
+      continue;
+    }
+    if (DropLastPending(s)) continue;
+    // The live caches still hold the active path; its unpinned tail can go.
+    if (!active.empty()) {
+      auto* tail = const_cast<PromptNode*>(active.back());
+      if (!tail->pinned && tail->children.empty()) {
+        RemoveLeaf(s, *tail);
+        continue;
+      }
+    }
+    if (!DropPinnedWindows(s)) break;
+  }
+  s.stats.bytes = s.bytes;
+  s.stats.nodes = CountNodes(*s.root) - 1;
+}
+
+std::size_t WalkBytes(const PromptState& s) {
+  std::vector<std::pair<PromptNode*, int>> nodes;
+  Collect(*s.root, 0, nodes);
+  std::size_t total = 0;
+  for (const auto& [node, depth] : nodes) total += node->Bytes();
+  for (const auto& [offset, snapshot] : s.pending)
+    total += snapshot == nullptr ? 0 : snapshot->Size();
+  return total;
+}
+
+int MissingWindows(const PromptState& s, const PromptNode& node) {
+  int missing = 0;
+  for (std::size_t i = 0; i < s.Layers(); ++i) {
+    if (s.windows[i] > 0 && node.Layer(i) == nullptr) ++missing;
+  }
+  return missing;
+}
+
+std::size_t CountNodes(const PromptNode& node) {
+  std::size_t n = 1;
+  for (const auto& child : node.children) n += CountNodes(*child);
+  return n;
+}
+
+}  // namespace ringkv::detail
