@@ -172,7 +172,7 @@ void PromptCache::Commit(std::span<const int> tokens) {
   }
   s.live_tokens.assign(tokens.begin(), tokens.end());
   const std::uint64_t now = s.Tick();
-  for (detail::PromptNode* node : path.nodes) node->last_used = now;
+  path.nodes.back()->last_used = now;  // the entry this request ends at
   detail::EnforceBudget(s);
 }
 

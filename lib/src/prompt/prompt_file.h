@@ -3,10 +3,13 @@
 // 8-byte little-endian header length N, N bytes of JSON, then raw tensor bytes.
 // The JSON maps each tensor name to {dtype, shape, data_offsets} and carries
 // "__metadata__" (string values only, as safetensors requires): format, version,
-// fingerprint, and the JSON texts "model", "nodes" and "checksums".
+// fingerprint, the JSON texts "model", "nodes" and "checksums", and
+// "metadata_checksum" over those three texts.
 
 #include <cstddef>
 #include <span>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "prompt_state.h"
@@ -17,6 +20,11 @@ inline constexpr const char* kFileFormat = "ringkv.prompt_cache";
 inline constexpr int kFileVersion = 1;
 // A header larger than this is rejected before parsing (a corrupt length field).
 inline constexpr std::size_t kMaxHeaderBytes = std::size_t{64} << 20;
+
+// XXH3_64bits over the three JSON texts (with their lengths), as 16 hex digits:
+// token ids and offsets live in the header, outside the tensor checksums.
+std::string MetadataChecksum(std::string_view model, std::string_view nodes,
+                             std::string_view checksums);
 
 // The file bytes for `nodes` (each node's parent must be the root or come earlier).
 // Returns the header (length field and JSON) and fills `tensors` with the

@@ -322,6 +322,13 @@ LoadedTrie DecodeFile(const PromptState& s, std::span<const std::byte> file) {
       Bad("fingerprint \"{}\" does not match the model's \"{}\"", fingerprint,
           s.options.fingerprint);
     }
+    const std::string expected = MetadataChecksum(String(metadata, "model", "__metadata__"),
+                                                  String(metadata, "nodes", "__metadata__"),
+                                                  String(metadata, "checksums", "__metadata__"));
+    const std::string stated = String(metadata, "metadata_checksum", "__metadata__");
+    if (stated != expected) {
+      Bad("the metadata has checksum {}, the header says {}", expected, stated);
+    }
     CheckModel(s, Embedded(metadata, "model"));
     const json checksums = Embedded(metadata, "checksums");
     if (!checksums.is_object()) Bad("__metadata__.checksums is not an object");

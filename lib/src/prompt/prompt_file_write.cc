@@ -42,6 +42,13 @@ json ModelJson(const PromptState& s) {
 
 }  // namespace
 
+std::string MetadataChecksum(std::string_view model, std::string_view nodes,
+                             std::string_view checksums) {
+  const std::string joined = fmt::format("{}:{}{}:{}{}:{}", model.size(), model, nodes.size(),
+                                         nodes, checksums.size(), checksums);
+  return fmt::format("{:016x}", XXH3_64bits(joined.data(), joined.size()));
+}
+
 std::vector<std::byte> EncodeHeader(const PromptState& s, std::span<const PromptNode* const> nodes,
                                     std::vector<Tensor>& tensors) {
   json header = json::object();
@@ -88,12 +95,17 @@ std::vector<std::byte> EncodeHeader(const PromptState& s, std::span<const Prompt
                               {"last_used", node->last_used},
                               {"layers", std::move(layers)}});
   }
-  header["__metadata__"] = json{{"format", kFileFormat},
-                                {"version", std::to_string(kFileVersion)},
-                                {"fingerprint", s.options.fingerprint},
-                                {"model", ModelJson(s).dump()},
-                                {"nodes", nodes_json.dump()},
-                                {"checksums", checksums.dump()}};
+  const std::string model = ModelJson(s).dump();
+  const std::string nodes_text = nodes_json.dump();
+  const std::string checksums_text = checksums.dump();
+  header["__metadata__"] =
+      json{{"format", kFileFormat},
+           {"version", std::to_string(kFileVersion)},
+           {"fingerprint", s.options.fingerprint},
+           {"model", model},
+           {"nodes", nodes_text},
+           {"checksums", checksums_text},
+           {"metadata_checksum", MetadataChecksum(model, nodes_text, checksums_text)}};
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');  // tensor data starts 8-byte aligned
   std::vector<std::byte> out(8 + text.size());

@@ -123,8 +123,8 @@ void RestoreLive(PromptState& s, const TriePath& path, const LiveState& live, in
 }
 
 // Offsets in (q, n) where a window must be captured: path node ends that lack
-// one, the point where the request leaves the trie, and n - 1 (a repeated
-// request is held back to there).
+// one, the point where the request leaves the trie, and for a repeated request
+// n - 1 (where the holdback puts the next repeat).
 std::vector<int> Checkpoints(const PromptState& s, const TriePath& path, int q, int n) {
   std::set<int> points;
   if (!s.has_windows) return {};
@@ -135,7 +135,8 @@ std::vector<int> Checkpoints(const PromptState& s, const TriePath& path, int q, 
     }
   }
   if (m > q && m < n) points.insert(m);
-  if (n - 1 > q) points.insert(n - 1);
+  // A repeated request is held back to n - 1: capture there so the next repeat hits.
+  if (m == n && n - 1 > q) points.insert(n - 1);
   return {points.begin(), points.end()};
 }
 
@@ -155,8 +156,10 @@ PrefixMatch LookupAndRestore(PromptState& s, std::span<const int> tokens) {
   for (const auto& [offset, snapshot] : s.pending) s.bytes -= snapshot->Size();
   s.pending.clear();
   const std::uint64_t now = s.Tick();
+  // Only the node the lookup lands in counts as used: an ancestor passed through
+  // keeps its age, so a stale branch point can be compacted into its child.
   for (PromptNode* node : path.nodes) {
-    if (node->start < q) node->last_used = now;
+    if (node->start < q && q <= node->end) node->last_used = now;
   }
   ++s.stats.lookups;
   if (q > 0) ++s.stats.hits;
