@@ -15,7 +15,7 @@ int main() {
               yes(f.avx512dq), yes(f.avx512bw), yes(f.avx512vl));
   std::printf("tiers: ");
   for (Isa isa : {Isa::kScalar, Isa::kSse42, Isa::kAvx2, Isa::kAvx512}) {
-    const char* state = !IsaCompiled(isa)    ? "not compiled"
+    const char* state = !IsaCompiled(isa)   ? "not compiled"
                         : IsaRunsOn(isa, f) ? "available"
                                             : "unsupported by this CPU";
     std::printf("%s (%s)  ", std::string(IsaName(isa)).c_str(), state);

@@ -39,8 +39,8 @@ CpuFeatures DetectCpu() noexcept {
   f.sse42 = Bit(leaf1.ecx, 20);
   const bool osxsave = Bit(leaf1.ecx, 27);
   const std::uint64_t xcr0 = osxsave ? ReadXcr0() : 0;
-  const bool os_ymm = (xcr0 & 0x6) == 0x6;     // SSE and AVX state
-  const bool os_zmm = (xcr0 & 0xE6) == 0xE6;   // plus opmask, ZMM_Hi256, Hi16_ZMM
+  const bool os_ymm = (xcr0 & 0x6) == 0x6;    // SSE and AVX state
+  const bool os_zmm = (xcr0 & 0xE6) == 0xE6;  // plus opmask, ZMM_Hi256, Hi16_ZMM
   f.avx = os_ymm && Bit(leaf1.ecx, 28);
   f.fma = f.avx && Bit(leaf1.ecx, 12);
   f.f16c = f.avx && Bit(leaf1.ecx, 29);

@@ -35,15 +35,16 @@ std::uint16_t F32ToF16(float value) noexcept {
   const auto sign = static_cast<std::uint16_t>((x >> 16) & 0x8000u);
   const std::uint32_t magnitude = x & 0x7FFFFFFFu;
   if (magnitude >= 0x7F800000u) {  // Inf, or NaN kept quiet with the top payload bits
-    const std::uint32_t nan_bits = magnitude == 0x7F800000u ? 0u : 0x200u | ((magnitude >> 13) & 0x3FFu);
+    const std::uint32_t nan_bits =
+        magnitude == 0x7F800000u ? 0u : 0x200u | ((magnitude >> 13) & 0x3FFu);
     return static_cast<std::uint16_t>(sign | 0x7C00u | nan_bits);
   }
   const int exponent = static_cast<int>(magnitude >> 23) - 127;
   if (exponent > 15) return static_cast<std::uint16_t>(sign | 0x7C00u);
   if (exponent >= -14) {
     // Normal half. A rounding carry ripples into the exponent, up to Inf.
-    const std::uint32_t rebased = (static_cast<std::uint32_t>(exponent + 15) << 23) |
-                                  (magnitude & 0x7FFFFFu);
+    const std::uint32_t rebased =
+        (static_cast<std::uint32_t>(exponent + 15) << 23) | (magnitude & 0x7FFFFFu);
     return static_cast<std::uint16_t>(sign | ShiftRoundEven(rebased, 13));
   }
   if (exponent < -25) return sign;  // below half the smallest subnormal

@@ -18,8 +18,8 @@ struct KernelTable {
 
   // dst[i] = src[i] converted from `from` to `to`, round-to-nearest-even when
   // narrowing, NaN and Inf preserved. Any pair of dtypes, including same-type copy.
-  void (*convert)(DType from, const void* src, DType to, void* dst, std::size_t n) noexcept =
-      nullptr;
+  void (*convert)(DType from, const void* src, DType to, void* dst,
+                  std::size_t n) noexcept = nullptr;
 
   // The reference's gatherRingCols: for each of `rows` rows of `k` elements of
   // `elem_size` bytes, dst[s] = src[(s - ring_idx) mod k] (logical column 0 is the

@@ -3,8 +3,8 @@
 //   out = softmax(scale * Q K^T + mask) V
 // Q [B, Hq, L, D] f32, K [B, Hkv, T, D], V [B, Hkv, T, Dv] in f32/f16/bf16 read as
 // stored, out [B, Hq, L, Dv] f32. K and V may be split along T into segments
-// (a paged cache hands over its blocks in place, without gathering them). Hq is a multiple of Hkv: query head h reads kv
-// head h / (Hq / Hkv). The kernels know nothing about caches or tensors; lib/
+// (a paged cache hands over its blocks in place, without gathering them). Hq is a multiple of Hkv:
+// query head h reads kv head h / (Hq / Hkv). The kernels know nothing about caches or tensors; lib/
 // validates user input and fills these structs.
 
 #include <array>
@@ -41,8 +41,8 @@ enum class MaskKind : std::uint8_t {
 
 struct MaskSpec {
   MaskKind kind = MaskKind::kNone;
-  std::int64_t window = 0;                 // kSlidingWindow only, >= 1
-  const void* data = nullptr;              // kAdditive / kBoolean only
+  std::int64_t window = 0;                // kSlidingWindow only, >= 1
+  const void* data = nullptr;             // kAdditive / kBoolean only
   std::array<std::int64_t, 4> strides{};  // over [B, Hq, L, T], in elements
 };
 
@@ -57,7 +57,7 @@ struct SdpaParams {
   // The keys in order: key t of segment j has index T_0 + ... + T_{j-1} + t, and
   // T is the sum of the T_i. Every segment has the same dtype, B, Hkv, D and Dv.
   std::span<const KvSegment> kv;
-  float* out = nullptr;                        // [B, Hq, L, Dv], f32
+  float* out = nullptr;                       // [B, Hq, L, Dv], f32
   std::array<std::int64_t, 4> out_strides{};  // in elements
   float scale = 1.0f;
   MaskSpec mask;
