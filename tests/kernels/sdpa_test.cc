@@ -321,33 +321,32 @@ struct Prepared {
   std::vector<double> ref;
 };
 
-class SdpaTest : public ::testing::TestWithParam<Isa> {
- public:
-  static void SetUpTestSuite() {
-    prepared_ = new std::vector<Prepared>();
+// The problems and their float64 references, built on first use and shared by
+// the tiers: ctest runs every test in a process of its own, so only the tests
+// that compare against the reference pay for it.
+std::vector<Prepared>& PreparedCases() {
+  static std::vector<Prepared> prepared = [] {
+    std::vector<Prepared> out;
     std::uint32_t seed = 1;
     for (const Case& c : Cases()) {
-      Prepared& pc = prepared_->emplace_back();
+      Prepared& pc = out.emplace_back();
       pc.c = c;
       MakeProblem(c, seed++, pc.p);
       pc.ref = ReferenceSdpa(pc.p.params);
     }
-  }
-  static void TearDownTestSuite() {
-    delete prepared_;
-    prepared_ = nullptr;
-  }
+    return out;
+  }();
+  return prepared;
+}
 
+class SdpaTest : public ::testing::TestWithParam<Isa> {
  protected:
   const KernelTable& Table() const { return *KernelsFor(GetParam()); }
-  static std::vector<Prepared>* prepared_;
 };
-
-std::vector<Prepared>* SdpaTest::prepared_ = nullptr;
 
 TEST_P(SdpaTest, MatchesReference) {
   ThreadPool pool(2);
-  for (Prepared& pc : *prepared_) {
+  for (Prepared& pc : PreparedCases()) {
     std::fill(pc.p.out.begin(), pc.p.out.end(), kInf);
     Sdpa(pc.p.params, Table(), pool);
     const double err = MaxAbsError(pc.c, pc.p, pc.ref);
