@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <random>
 #include <utility>
 
 #include "ringkv/error.h"
@@ -53,10 +54,18 @@ class TempFile {
 
 void WriteFileAtomically(const std::string& path, std::span<const std::span<const std::byte>> parts,
                          const char* function) {
-  std::string pattern = path + ".tmp.XXXXXX";  // same directory: the rename is atomic
-  const int fd = ::mkstemp(pattern.data());
+  // Same directory, so the rename is atomic. Not mkstemp: its files are 0600,
+  // while a saved cache should get the usual 0666 & ~umask.
+  std::random_device random;
+  std::string temp_path;
+  int fd = -1;
+  for (int attempt = 0; attempt < 16 && fd < 0; ++attempt) {
+    temp_path = fmt::format("{}.tmp.{}.{:08x}", path, ::getpid(), random());
+    fd = ::open(temp_path.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0666);
+    if (fd < 0 && errno != EEXIST) break;
+  }
   if (fd < 0) Fail(function, "cannot create a temporary file next to", path);
-  TempFile temp(fd, pattern);
+  TempFile temp(fd, temp_path);
   for (std::span<const std::byte> part : parts) WriteAll(temp.Fd(), part, function, temp.Path());
   if (::fsync(temp.Fd()) != 0) Fail(function, "cannot fsync", temp.Path());
   if (::close(temp.ReleaseFd()) != 0) Fail(function, "cannot close", temp.Path());
