@@ -51,6 +51,17 @@ FloatBatch<Arch> ExpNonPositive(const FloatBatch<Arch>& x) {
   return xsimd::select(x < B(-87.0f), B(0.0f), scaled);
 }
 
+// Loads p into a register that the compiler must keep as such. Zen 3 loads at
+// most two 256-bit operands per cycle; folded into the FMAs (GCC's choice), each
+// q vector is loaded once per key of the register tile, and the score loop
+// becomes load-bound (10 loads per 8 FMAs with 4 x 2 tiles) instead of FMA-bound.
+template <class Arch>
+__attribute__((always_inline)) inline FloatBatch<Arch> LoadInRegister(const float* p) {
+  typename FloatBatch<Arch>::register_type raw = FloatBatch<Arch>::load_unaligned(p);
+  asm("" : "+x"(raw));
+  return FloatBatch<Arch>(raw);
+}
+
 template <class Tag>
 float LoadScalarAsFloat(const typename Tag::Stored* p) {
   if constexpr (std::is_same_v<Tag, F32Tag>) {
@@ -70,6 +81,12 @@ struct Attender {
   using B = FloatBatch<Arch>;
   using Stored = typename Tag::Stored;
   static constexpr std::int64_t kN = static_cast<std::int64_t>(B::size);
+  // Keys per register tile of the score loop with 4 query rows: 4 x 3
+  // accumulators + 3 K vectors + 1 q vector fill AVX2's 16 registers. 12
+  // independent FMA chains keep both FMA pipes busy (latency 4 x 2 per cycle
+  // needs 8) with slack for the reductions between tiles; 4 x 2 left the score
+  // step at ~55% of the FMA peak (T 1024 f16 decode, Zen 3).
+  static constexpr int kScoreKeys = kN == 8 ? 3 : 2;
 
   // out[r * out_stride + j] = q_r . k_j for R rows (q_stride apart) and K keys.
   // R x K independent accumulators hide the FMA latency; each K vector is
@@ -89,17 +106,26 @@ struct Attender {
       for (int j = 0; j < K; ++j) kv[j] = LoadAsFloat<Arch, Tag>(k + j * k_stride + c);
 #pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {
-        const B qv = B::load_unaligned(q + r * q_stride + c);
+        const B qv = LoadInRegister<Arch>(q + r * q_stride + c);
 #pragma GCC unroll 16
         for (int j = 0; j < K; ++j) acc[r * K + j] = xsimd::fma(qv, kv[j], acc[r * K + j]);
       }
     }
-    alignas(64) float sums[static_cast<std::size_t>(R * K)];
-    if constexpr ((kN == 4 || kN == 8) && (R * K) % kN == 0) {
-      // Transpose-add: kN accumulators reduce to one batch of kN sums.
+    // Transpose-add: kN accumulators reduce to one batch of kN sums; a last,
+    // partial group is padded by repeating its accumulators.
+    constexpr int kGroup = static_cast<int>(kN);
+    alignas(64) float sums[static_cast<std::size_t>((R * K + kGroup - 1) / kGroup * kGroup)];
+    if constexpr (kN == 4 || kN == 8) {
 #pragma GCC unroll 16
-      for (int g = 0; g < R * K; g += static_cast<int>(kN)) {
-        xsimd::haddp(acc + g).store_aligned(sums + g);
+      for (int g = 0; g < R * K; g += kGroup) {
+        if (g + kGroup <= R * K) {
+          xsimd::haddp(acc + g).store_aligned(sums + g);
+        } else {
+          B part[static_cast<std::size_t>(kGroup)];
+#pragma GCC unroll 16
+          for (int i = 0; i < kGroup; ++i) part[i] = acc[g + i % (R * K - g)];
+          xsimd::haddp(part).store_aligned(sums + g);
+        }
       }
     } else {
 #pragma GCC unroll 32
@@ -121,8 +147,11 @@ struct Attender {
   // walks V chunk by chunk across rows, which the hardware prefetchers do not run
   // ahead of), and a K row's lines are all in flight at once. Measured on the
   // Zen 3 host, decode Hq 32 / Hkv 8 / D 128, T 32k, 1 thread: f32 36-42 ms
-  // without, 21 ms with; f16 18-19 ms -> 11-12 ms. Prefetching the next block
-  // instead was slower for f32 (64 KiB ahead does not fit the 32 KiB L1).
+  // without, 21 ms with; f16 18-19 ms -> 11-12 ms. Also tried, all slower or no
+  // better (T 16k f16/f32 cold, T 1k in cache): the next block into L1 (64 KiB
+  // ahead does not fit the 32 KiB L1 for f32); V rows at twice the pace of the
+  // scores plus the next block's K during step (3); K a few KiB ahead of the
+  // scores; the next block into L2 only (prefetcht1) on top of this one.
   struct Prefetch {
     const Stored* k = nullptr;  // nullptr: nothing to fetch
     const Stored* v = nullptr;
@@ -158,6 +187,13 @@ struct Attender {
     for (; j + K <= kb; j += K) {
       PrefetchRows(pf, j, K);
       Dots<R, K>(q, q_stride, k + j * k_stride, k_stride, d, s + j, s_stride);
+    }
+    if constexpr (K > 2) {
+      if (j + 2 <= kb) {
+        PrefetchRows(pf, j, 2);
+        Dots<R, 2>(q, q_stride, k + j * k_stride, k_stride, d, s + j, s_stride);
+        j += 2;
+      }
     }
     for (; j < kb; ++j) {
       PrefetchRows(pf, j, 1);
@@ -354,8 +390,8 @@ struct Attender {
     const Prefetch none;
     std::int64_t r = 0;
     for (; r + 4 <= rows_total; r += 4) {
-      ScoreRows<4, 2>(qs + r * qd, qd, k, k_stride, kb, t.d, s + r * t.block, t.block,
-                      r == 0 ? pf : none);
+      ScoreRows<4, kScoreKeys>(qs + r * qd, qd, k, k_stride, kb, t.d, s + r * t.block, t.block,
+                               r == 0 ? pf : none);
     }
     switch (rows_total - r) {
       case 3:
