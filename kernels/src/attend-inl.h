@@ -85,8 +85,10 @@ struct Attender {
   // accumulators + 3 K vectors + 1 q vector fill AVX2's 16 registers. 12
   // independent FMA chains keep both FMA pipes busy (latency 4 x 2 per cycle
   // needs 8) with slack for the reductions between tiles; 4 x 2 left the score
-  // step at ~55% of the FMA peak (T 1024 f16 decode, Zen 3).
-  static constexpr int kScoreKeys = kN == 8 ? 3 : 2;
+  // step at ~55% of the FMA peak (T 1024 f16 decode, Zen 3). f16/bf16 only: for
+  // f32 K, whose rows are twice as many lines, 4 x 3 made decode from DRAM 3-12%
+  // slower (T 4k / 16k, 1 thread) and gained nothing in cache.
+  static constexpr int kScoreKeys = kN == 8 && sizeof(Stored) == 2 ? 3 : 2;
 
   // out[r * out_stride + j] = q_r . k_j for R rows (q_stride apart) and K keys.
   // R x K independent accumulators hide the FMA latency; each K vector is
