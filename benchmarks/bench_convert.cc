@@ -57,7 +57,8 @@ void BM_Convert(benchmark::State& state, Isa isa) {
     benchmark::DoNotOptimize(dst.Data());
     benchmark::ClobberMemory();
   }
-  SetConvertCounters(state, bytes, std::string(DTypeName(dir.from)) + "->" + DTypeName(dir.to));
+  SetConvertCounters(state, bytes,
+                     std::string(DTypeName(dir.from)) + "->" + std::string(DTypeName(dir.to)));
 }
 
 // The working sets: 1M elements stay in L3, 32M do not.

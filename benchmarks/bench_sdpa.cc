@@ -113,9 +113,10 @@ void SetDecodeCounters(benchmark::State& state, DType dtype, std::int64_t t, int
   state.counters["GB/s"] = seconds > 0.0 ? kv_bytes / seconds * 1e-9 : 0.0;
   state.SetBytesProcessed(static_cast<std::int64_t>(kv_bytes) *
                           static_cast<std::int64_t>(state.iterations()));
-  state.SetLabel(SummaryLabel(
-      DTypeName(dtype), memory_bound ? LimitText(bandwidth_name.c_str(), bandwidth * 1e-9, "GB/s")
-                                     : LimitText("fma", peak * 1e-9, "GFLOP/s")));
+  state.SetLabel(SummaryLabel(std::string(DTypeName(dtype)),
+                              memory_bound
+                                  ? LimitText(bandwidth_name.c_str(), bandwidth * 1e-9, "GB/s")
+                                  : LimitText("fma", peak * 1e-9, "GFLOP/s")));
 }
 
 void BM_Decode(benchmark::State& state, DType dtype) {
@@ -184,7 +185,8 @@ void BM_Prefill(benchmark::State& state, DType dtype) {
   state.counters["threads"] = threads;
   state.counters["GFLOP/s"] = gflops;
   state.counters["fraction"] = gflops / (peak * 1e-9);
-  state.SetLabel(SummaryLabel(DTypeName(dtype), LimitText("fma", peak * 1e-9, "GFLOP/s")));
+  state.SetLabel(
+      SummaryLabel(std::string(DTypeName(dtype)), LimitText("fma", peak * 1e-9, "GFLOP/s")));
 }
 BENCHMARK_CAPTURE(BM_Prefill, f16, DType::kF16)
     ->ArgNames({"T", "threads"})

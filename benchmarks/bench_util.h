@@ -7,7 +7,7 @@
 #include <new>
 #include <string>
 
-#include "ringkv/kernels/dtype.h"
+#include "ringkv/dtype.h"
 
 namespace ringkv::bench {
 
@@ -48,18 +48,6 @@ inline Buffer RandomBuffer(DType dtype, std::size_t n, std::uint32_t seed) {
     }
   }
   return b;
-}
-
-inline const char* DTypeName(DType dtype) {
-  switch (dtype) {
-    case DType::kF32:
-      return "f32";
-    case DType::kF16:
-      return "f16";
-    case DType::kBF16:
-      return "bf16";
-  }
-  return "?";
 }
 
 // The label every case sets; bench_main.cc prints it in the summary.

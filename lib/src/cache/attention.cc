@@ -5,22 +5,12 @@
 #include <span>
 #include <vector>
 
+#include "kernel_args.h"
 #include "ringkv/error.h"
 #include "ringkv/format.h"
 
 namespace ringkv {
 namespace {
-
-kernels::ArrayRef Ref(const Tensor& t) {
-  kernels::ArrayRef ref;
-  ref.data = t.Data();
-  ref.dtype = t.Dtype();
-  for (int axis = 0; axis < 4; ++axis) {
-    ref.shape[static_cast<std::size_t>(axis)] = t.Dim(axis);
-    ref.strides[static_cast<std::size_t>(axis)] = t.Stride(axis);
-  }
-  return ref;
-}
 
 struct KvShape {
   std::int64_t heads, length, k_dim, v_dim;
@@ -58,7 +48,7 @@ Tensor Run(const char* function, const Tensor& q, const KvShape& kv,
   const Tensor query = CheckQuery(function, q, kv);
   const std::int64_t heads = q.Dim(1), length = q.Dim(2);
   kernels::SdpaParams params;
-  params.q = Ref(query);
+  params.q = ToArrayRef(query);
   params.kv = segments;
   params.scale = scale;
   Tensor mask_array;  // keeps a materialised mask alive for the call
@@ -125,7 +115,7 @@ Tensor ScaledDotProductAttention(const Tensor& q, const Tensor& k, const Tensor&
   // The kernels walk the head dim contiguously.
   const Tensor keys = k.Stride(3) == 1 ? k : k.Contiguous();
   const Tensor values = v.Stride(3) == 1 ? v : v.Contiguous();
-  const kernels::KvSegment segment{Ref(keys), Ref(values)};
+  const kernels::KvSegment segment{ToArrayRef(keys), ToArrayRef(values)};
   const KvShape shape{k.Dim(1), k.Dim(2), k.Dim(3), v.Dim(3)};
   return Run(kFn, q, shape, std::span<const kernels::KvSegment>(&segment, 1), mask, scale, ctx);
 }

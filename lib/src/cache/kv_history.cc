@@ -4,23 +4,10 @@
 #include <gsl/narrow>
 
 #include "block_store.h"
+#include "kernel_args.h"
 #include "ringkv/tensor_ops.h"
 
 namespace ringkv {
-namespace {
-
-kernels::ArrayRef ToArrayRef(const Tensor& t) {
-  kernels::ArrayRef ref;
-  ref.data = t.Data();
-  ref.dtype = t.Dtype();
-  for (int axis = 0; axis < 4; ++axis) {
-    ref.shape[static_cast<std::size_t>(axis)] = t.Dim(axis);
-    ref.strides[static_cast<std::size_t>(axis)] = t.Stride(axis);
-  }
-  return ref;
-}
-
-}  // namespace
 
 void KvView::AddRange(const detail::BlockStore* store, std::int64_t begin, std::int64_t end) {
   Expects(store != nullptr && begin >= 0 && begin <= end && end <= store->Length());
