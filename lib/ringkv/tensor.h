@@ -18,10 +18,14 @@
 
 namespace ringkv {
 
-// Owned, 64-byte-aligned, zero-initialised bytes.
+// Owned, 64-byte-aligned bytes.
 class Storage {
  public:
-  explicit Storage(std::size_t bytes);
+  enum class Init : std::uint8_t { kZero, kUninitialized };
+
+  // kUninitialized is for buffers that are written in full before they are read:
+  // zeroing a fresh 1 MiB cache block cost more than the token writes into it.
+  explicit Storage(std::size_t bytes, Init init = Init::kZero);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -40,6 +44,9 @@ class Tensor {
   Tensor() = default;  // empty: rank 0, no storage, NumElements() == 0
 
   static Tensor Zeros(DType dtype, const Shape& shape);
+  // Contiguous, with unspecified contents: for buffers the caller overwrites in
+  // full before reading (copies, cache blocks).
+  static Tensor Uninitialized(DType dtype, const Shape& shape);
   // Throws ringkv::Error when values.size() != shape.NumElements(). Rounds to
   // nearest even when dtype is f16 or bf16.
   static Tensor FromVector(std::span<const float> values, const Shape& shape,
@@ -80,6 +87,8 @@ class Tensor {
   std::vector<float> ToVector() const;
 
  private:
+  static Tensor Allocate(DType dtype, const Shape& shape, Storage::Init init);
+
   std::shared_ptr<Storage> storage_;
   DType dtype_ = DType::kF32;
   Shape shape_;

@@ -11,9 +11,9 @@ constexpr std::align_val_t kStorageAlignment{64};
 
 }  // namespace
 
-Storage::Storage(std::size_t bytes)
+Storage::Storage(std::size_t bytes, Init init)
     : data_(static_cast<std::byte*>(::operator new(bytes, kStorageAlignment))), bytes_(bytes) {
-  std::memset(data_, 0, bytes_);
+  if (init == Init::kZero) std::memset(data_, 0, bytes_);
 }
 
 Storage::~Storage() { ::operator delete(data_, kStorageAlignment); }

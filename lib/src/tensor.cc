@@ -34,9 +34,17 @@ void CheckAxis(const char* function, const Tensor& tensor, int axis) {
 }  // namespace
 
 Tensor Tensor::Zeros(DType dtype, const Shape& shape) {
+  return Allocate(dtype, shape, Storage::Init::kZero);
+}
+
+Tensor Tensor::Uninitialized(DType dtype, const Shape& shape) {
+  return Allocate(dtype, shape, Storage::Init::kUninitialized);
+}
+
+Tensor Tensor::Allocate(DType dtype, const Shape& shape, Storage::Init init) {
   Tensor tensor;
   const auto bytes = gsl::narrow<std::size_t>(shape.NumElements()) * SizeOf(dtype);
-  tensor.storage_ = std::make_shared<Storage>(bytes);
+  tensor.storage_ = std::make_shared<Storage>(bytes, init);
   tensor.dtype_ = dtype;
   tensor.shape_ = shape;
   tensor.strides_ = ContiguousStrides(shape);
@@ -49,7 +57,7 @@ Tensor Tensor::FromVector(std::span<const float> values, const Shape& shape, DTy
     throw ShapeError(fmt::format("[Tensor::FromVector] values.size() {} != {} elements of shape {}",
                                  values.size(), shape.NumElements(), shape));
   }
-  Tensor tensor = Zeros(dtype, shape);
+  Tensor tensor = Uninitialized(dtype, shape);
   kernels::BestKernels().convert(DType::kF32, values.data(), dtype, tensor.MutableData(),
                                  values.size());
   return tensor;
@@ -131,7 +139,7 @@ Tensor Tensor::Clone() const { return AsType(dtype_); }
 
 Tensor Tensor::AsType(DType dtype) const {
   if (Empty()) return Tensor();
-  Tensor result = Zeros(dtype, shape_);
+  Tensor result = Uninitialized(dtype, shape_);
   detail::CopyElements(*this, result);
   return result;
 }

@@ -45,7 +45,7 @@ Tensor Concatenate(std::span<const Tensor> tensors, int axis) {
     total += tensors[i].Dim(axis);
   }
 
-  Tensor result = Tensor::Zeros(first.Dtype(), first.GetShape().With(axis, total));
+  Tensor result = Tensor::Uninitialized(first.Dtype(), first.GetShape().With(axis, total));
   std::int64_t begin = 0;
   for (const Tensor& part : tensors) {
     const std::int64_t end = begin + part.Dim(axis);

@@ -27,9 +27,9 @@ std::size_t BlockStore::AllocatedBytes() const noexcept {
 
 std::shared_ptr<BlockStore::Block> BlockStore::NewBlock() const {
   Expects(has_layout_);
-  return std::make_shared<Block>(
-      Block{Tensor::Zeros(layout_.dtype, {1, layout_.heads, block_tokens_, layout_.k_dim}),
-            Tensor::Zeros(layout_.dtype, {1, layout_.heads, block_tokens_, layout_.v_dim})});
+  return std::make_shared<Block>(Block{
+      Tensor::Uninitialized(layout_.dtype, {1, layout_.heads, block_tokens_, layout_.k_dim}),
+      Tensor::Uninitialized(layout_.dtype, {1, layout_.heads, block_tokens_, layout_.v_dim})});
 }
 
 BlockStore::Block& BlockStore::Writable(std::size_t block) {
@@ -57,21 +57,9 @@ void BlockStore::Resize(std::int64_t length) {
     length_ = length;
     return;
   }
-  // Rows past the old end inside the last existing block may hold stale data
-  // from before a shrink: zero them so grown slots read as zeros, like fresh blocks.
-  if (old_length > 0 && !blocks_.empty()) {
-    const std::int64_t end_row = (head_ + old_length - 1) % block_tokens_ + 1;
-    const std::int64_t stop_row = std::min(block_tokens_, end_row + (length - old_length));
-    if (end_row < block_tokens_) {
-      Block& last = Writable(blocks_.size() - 1);
-      const auto rows = stop_row - end_row;
-      SliceUpdate(last.keys, Tensor::Zeros(layout_.dtype, {1, layout_.heads, rows, layout_.k_dim}),
-                  2, end_row);
-      SliceUpdate(last.values,
-                  Tensor::Zeros(layout_.dtype, {1, layout_.heads, rows, layout_.v_dim}), 2,
-                  end_row);
-    }
-  }
+  // Grown slots have unspecified contents (fresh blocks are not zeroed, rows
+  // past a shrink keep stale data): every caller writes a slot before any view
+  // covers it, as the reference's live ranges never include its grow padding.
   if (old_length == 0) head_ = 0;
   while (blocks_.size() < needed) blocks_.push_back(NewBlock());
   length_ = length;
