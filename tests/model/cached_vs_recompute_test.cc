@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <ostream>
 #include <string>
 
 #include "model_caches.h"
@@ -125,6 +126,10 @@ struct Pattern {
   int global_every;
   DType kv_dtype;
 };
+
+// Names the case in test output (gtest would otherwise dump the struct's bytes,
+// padding included).
+void PrintTo(const Pattern& pattern, std::ostream* os) { *os << pattern.name; }
 
 class CachedVsRecompute : public ::testing::TestWithParam<Pattern> {
  protected:
