@@ -5,9 +5,7 @@
 #include <cstdio>
 #include <vector>
 
-#include "ringkv/attention.h"
-#include "ringkv/format.h"
-#include "ringkv/layer_caches.h"
+#include "ringkv/ringkv.h"  // the umbrella header: every public header must install
 
 int main() {
   constexpr std::int64_t kHq = 4, kHkv = 2, kD = 8;
