@@ -73,7 +73,8 @@ Tensor Run(const char* function, const Tensor& q, const KvShape& kv,
       params.mask.window = mask.Window();
     }
   }
-  Tensor out = Tensor::Zeros(DType::kF32, {1, heads, length, kv.v_dim});
+  // Sdpa writes every element (zeros for a row that sees no key): no fill needed.
+  Tensor out = Tensor::Uninitialized(DType::kF32, {1, heads, length, kv.v_dim});
   params.out = static_cast<float*>(out.MutableData());
   params.out_strides = {heads * length * kv.v_dim, length * kv.v_dim, kv.v_dim, 1};
   kernels::Sdpa(params, ctx.Kernels(), ctx.Pool());
