@@ -2,7 +2,8 @@
 // token) from 1k to 128k tokens. A snapshot shares the cache's storage blocks
 // (256 tokens each) copy-on-write: its cost is O(blocks), a reference count and
 // a pointer per block, never O(bytes), so the curve over T is what to read
-// (docs/benchmarks.md). The `blocks` counter is the K and V blocks shared.
+// (docs/benchmarks.md). The `blocks` counter is the storage blocks shared (each
+// holds 256 tokens of K and V).
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -29,10 +30,10 @@ ringkv::KVCache Filled(std::int64_t tokens) {
 }
 
 void SetCounters(benchmark::State& state, std::int64_t tokens) {
-  const std::int64_t per_tensor =
+  const std::int64_t blocks =
       (tokens + ringkv::KVCache::kDefaultBlockTokens - 1) / ringkv::KVCache::kDefaultBlockTokens;
   state.counters["tokens"] = static_cast<double>(tokens);
-  state.counters["blocks"] = static_cast<double>(2 * per_tensor);  // K and V
+  state.counters["blocks"] = static_cast<double>(blocks);
 }
 
 void Snapshot(benchmark::State& state) {
