@@ -7,7 +7,7 @@ packages=(
   build-essential cmake ninja-build
   libxsimd-dev libfmt-dev libmsgsl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  libxxhash-dev nlohmann-json3-dev pkg-config
+  libxxhash-dev nlohmann-json3-dev libcli11-dev pkg-config
 )
 # Extra packages for a particular script (e.g. clang for the sanitizer job).
 packages+=("$@")

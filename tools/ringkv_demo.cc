@@ -5,17 +5,18 @@
 // commits the accepted prefix; a long generation wraps the sliding window many
 // times. Finally every recorded logit row is compared with a no-cache recompute
 // of the whole sequence. docs/decode_demo.md explains the report.
-#include <fmt/format.h>
-
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <functional>
 #include <memory>
+#include <new>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "demo_options.h"
 #include "demo_report.h"
 #include "model_caches.h"
 #include "progress.h"
@@ -36,128 +37,6 @@ using Clock = std::chrono::steady_clock;
 
 double Since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-struct Options {
-  ringkv::model::ModelConfig model;
-  int threads = 0;
-  int prompt = 512;       // turn 1 prompt tokens
-  int decode = 64;        // turn 1 generated tokens
-  int turn2_prompt = 64;  // turn 2's new prompt tokens
-  int turn2_decode = 32;  // turn 2 generated tokens
-  int draft = 6;          // speculative tokens
-  int long_tokens = 768;  // the long generation: 6 wraps of the default window
-  float temperature = 0;  // 0: greedy
-  int prompt_seed = 42;
-  bool json = false;
-  bool check = true;
-  bool progress = true;
-};
-
-constexpr const char* kHelp = R"(usage: ringkv_demo [flags]
-
-A decode loop of a tiny transformer with random weights on ringkv's caches:
-turn 1 (prefill, decode, snapshot), turn 2 (restore the snapshot instead of
-re-prefilling the shared prefix), one speculative step, a long generation
-that wraps the sliding window, and a check of every logit row against a
-no-cache recompute. See docs/decode_demo.md.
-
-model size
-  --layers=N (8)  --d-model=N (512)  --q-heads=N (8)  --kv-heads=N (2)
-  --head-dim=N (64)  --mlp=N (1536)  --vocab=N (4096)
-  --window=N (128)         sliding-window layers see this many tokens
-  --global-every=N (4)     every N-th layer is global (1: all, 0: none)
-  --kv-dtype=f16|bf16|f32 (f16)   what the caches store
-  --seed=N (1)             weights
-context
-  --prompt=N (512)  --decode=N (64)          turn 1
-  --turn2-prompt=N (64)  --turn2-decode=N (32)
-  --draft=N (6)            speculative tokens (one is deliberately wrong)
-  --long=N (768)           tokens of the long generation
-  --temperature=X (0)      0 is greedy; > 0 samples with --prompt-seed
-  --prompt-seed=N (42)     prompt token ids and sampling
-run
-  --threads=N (0: one per hardware thread)
-  --json                   machine-readable report on stdout
-  --no-check               skip the no-cache recompute
-  --no-progress            no progress lines on stderr
-  --help
-)";
-
-Options Parse(int argc, char** argv) {
-  Options o;
-  const std::vector<std::pair<std::string, int*>> ints = {{"layers", &o.model.layers},
-                                                          {"d-model", &o.model.d_model},
-                                                          {"q-heads", &o.model.q_heads},
-                                                          {"kv-heads", &o.model.kv_heads},
-                                                          {"head-dim", &o.model.head_dim},
-                                                          {"mlp", &o.model.mlp_hidden},
-                                                          {"vocab", &o.model.vocab},
-                                                          {"window", &o.model.window},
-                                                          {"global-every", &o.model.global_every},
-                                                          {"threads", &o.threads},
-                                                          {"prompt", &o.prompt},
-                                                          {"decode", &o.decode},
-                                                          {"turn2-prompt", &o.turn2_prompt},
-                                                          {"turn2-decode", &o.turn2_decode},
-                                                          {"draft", &o.draft},
-                                                          {"long", &o.long_tokens},
-                                                          {"prompt-seed", &o.prompt_seed}};
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    const auto eq = arg.find('=');
-    const std::string name = arg.substr(0, eq),
-                      value = eq == std::string::npos ? "" : arg.substr(eq + 1);
-    const auto bad = [&] {
-      throw ringkv::Error(fmt::format("[ringkv_demo] bad argument {} (try --help)", arg));
-    };
-    if (arg == "--help" || arg == "-h") {
-      std::fputs(kHelp, stdout);
-      std::exit(0);
-    } else if (arg == "--json") {
-      o.json = true;
-    } else if (arg == "--no-check") {
-      o.check = false;
-    } else if (arg == "--no-progress") {
-      o.progress = false;
-    } else if (name == "--kv-dtype") {
-      if (value == "f16")
-        o.model.kv_dtype = ringkv::DType::kF16;
-      else if (value == "bf16")
-        o.model.kv_dtype = ringkv::DType::kBF16;
-      else if (value == "f32")
-        o.model.kv_dtype = ringkv::DType::kF32;
-      else
-        bad();
-    } else if (name == "--temperature" && !value.empty()) {
-      char* end = nullptr;
-      o.temperature = std::strtof(value.c_str(), &end);
-      if (*end != '\0') bad();
-    } else if (name == "--seed" && !value.empty()) {
-      char* end = nullptr;
-      o.model.seed = std::strtoull(value.c_str(), &end, 10);
-      if (*end != '\0') bad();
-    } else {
-      const auto it = std::find_if(ints.begin(), ints.end(),
-                                   [&](const auto& p) { return "--" + p.first == name; });
-      if (it == ints.end() || value.empty()) bad();
-      char* end = nullptr;
-      const long v = std::strtol(value.c_str(), &end, 10);
-      if (*end != '\0' || v < -1000000000L || v > 1000000000L) bad();
-      *it->second = static_cast<int>(v);
-    }
-  }
-  o.model.Validate();
-  for (const auto& [name, v] :
-       std::vector<std::pair<const char*, int>>{{"prompt", o.prompt},
-                                                {"decode", o.decode},
-                                                {"turn2-prompt", o.turn2_prompt},
-                                                {"turn2-decode", o.turn2_decode},
-                                                {"draft", o.draft},
-                                                {"long", o.long_tokens}}) {
-    if (v < 1) throw ringkv::Error(fmt::format("[ringkv_demo] --{} is {}, expected >= 1", name, v));
-  }
-  return o;
 }
 
 std::vector<int> PromptTokens(int n, int vocab, std::uint64_t seed) {
@@ -187,7 +66,7 @@ struct Transcript {
 
 class Demo {
  public:
-  explicit Demo(const Options& o)
+  explicit Demo(const ringkv::model::DemoOptions& o)
       : o_(o),
         ctx_(o.threads),
         model_(o.model, ctx_),
@@ -204,7 +83,7 @@ class Demo {
   void Speculate(ModelCaches& caches, ringkv::model::DemoReport& r);
   void Check(ringkv::model::DemoReport& r);
 
-  const Options& o_;
+  const ringkv::model::DemoOptions& o_;
   ringkv::Context ctx_;
   ringkv::model::TinyTransformer model_;
   ringkv::model::Sampler sampler_;
@@ -381,16 +260,32 @@ ringkv::model::DemoReport Demo::Run() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  namespace model = ringkv::model;
+  // Everything about the configuration is checked before the run allocates anything.
+  model::DemoOptions options;
   try {
-    const Options options = Parse(argc, argv);
-    Demo demo(options);
-    const ringkv::model::DemoReport report = demo.Run();
-    const std::string out =
-        options.json ? ringkv::model::ToJson(report) : ringkv::model::ToText(report);
-    std::fputs(out.c_str(), stdout);
-    return 0;
+    const model::DemoCommandLine command_line = model::ParseDemoCommandLine(
+        std::span<const char* const>(argv, static_cast<std::size_t>(argc)));
+    if (command_line.help) {
+      std::fputs(model::DemoHelp().c_str(), stdout);
+      return 0;
+    }
+    options = command_line.options;
+    model::CheckDemoMemory(options, model::PhysicalMemoryBytes());
   } catch (const ringkv::Error& e) {
     std::fprintf(stderr, "%s\n", e.what());
-    return 2;
+    return model::kExitBadConfiguration;
   }
+  try {
+    Demo demo(options);
+    const model::DemoReport report = demo.Run();
+    const std::string out = options.json ? model::ToJson(report) : model::ToText(report);
+    std::fputs(out.c_str(), stdout);
+    return model::ExitCode(report);
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "[ringkv_demo] out of memory (std::bad_alloc): try smaller sizes\n");
+  } catch (const std::exception& e) {  // ringkv::Error included
+    std::fprintf(stderr, "[ringkv_demo] the run failed: %s\n", e.what());
+  }
+  return model::kExitRunFailed;
 }

@@ -1,55 +1,122 @@
-// Runs ringkv_demo with --json and the given flags, and checks the report for
-// sanity: positive rates, the speculative rollback visible in the offsets, bounded
-// rotating memory, and logits equal to the no-cache recompute within tolerance.
+// Runs ringkv_demo with --json and the given flags, parses the report and checks
+// it by structure and value: every field present with its type, positive rates,
+// the speculative rollback visible in the offsets, bounded rotating memory, and
+// logits equal to the no-cache recompute within tolerance, or, with --no-check,
+// a check reported as skipped (never as failed) and a zero exit code.
 // Usage: ringkv_demo_check <path to ringkv_demo> [demo flags...]. Exit 0 = pass.
+#include <sys/wait.h>
+
+#include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <initializer_list>
-#include <optional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 
 namespace {
 
-// The value after the keys `path`, each searched after the previous one (the
-// demo's JSON has a fixed order, so the first match is the field meant).
-std::optional<std::string> Field(const std::string& json, std::initializer_list<const char*> path) {
-  std::size_t at = 0;
-  for (const char* key : path) {
-    at = json.find("\"" + std::string(key) + "\":", at);
-    if (at == std::string::npos) return std::nullopt;
-    at += std::string_view(key).size() + 3;
-  }
-  while (at < json.size() && json[at] == ' ') ++at;
-  const std::size_t end = json.find_first_of(",}\n", at);
-  return json.substr(at, end - at);
-}
+using nlohmann::json;
 
 int failures = 0;
 
-double Number(const std::string& json, std::initializer_list<const char*> path) {
-  const auto text = Field(json, path);
+void Fail(const std::string& what) {
+  std::fprintf(stderr, "FAIL: %s\n", what.c_str());
+  ++failures;
+}
+
+std::string Join(std::initializer_list<const char*> path) {
   std::string name;
   for (const char* key : path) name += std::string(name.empty() ? "" : ".") + key;
-  if (!text) {
-    std::fprintf(stderr, "FAIL: field %s is missing\n", name.c_str());
-    ++failures;
+  return name;
+}
+
+// The value at `path`, or nullptr (after a failure) when an object on the way or
+// the value itself is missing.
+const json* At(const json& report, std::initializer_list<const char*> path) {
+  const json* at = &report;
+  for (const char* key : path) {
+    if (!at->is_object() || !at->contains(key)) {
+      Fail(Join(path) + " is missing");
+      return nullptr;
+    }
+    at = &(*at)[key];
+  }
+  return at;
+}
+
+double Number(const json& report, std::initializer_list<const char*> path) {
+  const json* value = At(report, path);
+  if (value == nullptr) return 0;
+  if (!value->is_number()) {
+    Fail(Join(path) + " is not a number: " + value->dump());
     return 0;
   }
-  char* end = nullptr;
-  const double value = std::strtod(text->c_str(), &end);
-  if (end == text->c_str()) {
-    std::fprintf(stderr, "FAIL: field %s is not a number: %s\n", name.c_str(), text->c_str());
-    ++failures;
+  return value->get<double>();
+}
+
+// A count: a non-negative integer in the JSON, not a float that happens to be whole.
+double Count(const json& report, std::initializer_list<const char*> path) {
+  const json* value = At(report, path);
+  if (value == nullptr) return 0;
+  if (!value->is_number_unsigned() && !(value->is_number_integer() && value->get<long>() >= 0)) {
+    Fail(Join(path) + " is not a count: " + value->dump());
+    return 0;
   }
-  return value;
+  return value->get<double>();
 }
 
 void Expect(bool ok, const char* what, double a, double b) {
-  if (!ok) {
-    std::fprintf(stderr, "FAIL: %s (%g vs %g)\n", what, a, b);
-    ++failures;
+  if (!ok) Fail(std::string(what) + " (" + std::to_string(a) + " vs " + std::to_string(b) + ")");
+}
+
+void CheckPhase(const json& report, std::initializer_list<const char*> path) {
+  const json* phase = At(report, path);
+  if (phase == nullptr) return;
+  const double tokens = Count(*phase, {"tokens"});
+  const double seconds = Number(*phase, {"seconds"});
+  const double rate = Number(*phase, {"tokens_per_s"});
+  const double sdpa = Number(*phase, {"sdpa_seconds"});
+  const double cache = Number(*phase, {"cache_seconds"});
+  const double other = Number(*phase, {"other_seconds"});
+  const std::string name = Join(path);
+  Expect(tokens > 0 && rate > 0, (name + ": tokens and tokens/s must be positive").c_str(), tokens,
+         rate);
+  Expect(sdpa > 0 && sdpa < seconds, (name + ": SDPA time is part of the forward time").c_str(),
+         sdpa, seconds);
+  Expect(cache >= 0 && other >= 0, (name + ": cache and other times are >= 0").c_str(), cache,
+         other);
+}
+
+void CheckCheck(const json& report, bool skipped, int exit_code) {
+  const json* check = At(report, {"check"});
+  if (check == nullptr) return;
+  const json* status = At(*check, {"status"});
+  const json* passed = At(*check, {"passed"});
+  if (status == nullptr || passed == nullptr) return;
+  if (skipped) {
+    if (*status != "skipped") Fail("check.status with --no-check: " + status->dump());
+    if (!passed->is_null()) Fail("check.passed with --no-check must be null: " + passed->dump());
+    if (check->contains("max_abs_logit_diff")) Fail("a skipped check reports no difference");
+    Expect(exit_code == 0, "a run that skips the check exits 0", exit_code, 0);
+    return;
   }
+  if (*status != "passed") Fail("check.status: " + status->dump());
+  if (*passed != true) Fail("check.passed: " + passed->dump());
+  Expect(exit_code == 0, "a run whose check passed exits 0", exit_code, 0);
+  const double tolerance = Number(*check, {"tolerance"});
+  const double diff = Number(*check, {"max_abs_logit_diff"});
+  const double positions = Count(*check, {"positions"});
+  const double sequence = Count(*check, {"sequence"});
+  const double drafted = Count(report, {"speculation", "drafted"});
+  Expect(tolerance > 0 && tolerance <= 1e-3, "tolerance", tolerance, 1e-3);
+  Expect(positions > drafted, "many logit rows are compared", positions, drafted);
+  Expect(sequence == Count(report, {"long", "offset_end"}), "the whole sequence is recomputed",
+         sequence, Count(report, {"long", "offset_end"}));
+  Expect(diff >= 0 && diff <= tolerance, "cached logits equal the no-cache recompute", diff,
+         tolerance);
+  const double warm_cold = Number(report, {"turn2", "warm_vs_cold_max_abs_diff"});
+  Expect(warm_cold <= tolerance, "the restored snapshot gives the cold prefill's logits", warm_cold,
+         tolerance);
 }
 
 }  // namespace
@@ -60,76 +127,95 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::string command = std::string("'") + argv[1] + "' --json --no-progress";
-  for (int i = 2; i < argc; ++i) command += std::string(" '") + argv[i] + "'";
+  bool skipped = false;
+  for (int i = 2; i < argc; ++i) {
+    command += std::string(" '") + argv[i] + "'";
+    skipped = skipped || std::string_view(argv[i]) == "--no-check";
+  }
   FILE* pipe = popen(command.c_str(), "r");
   if (pipe == nullptr) return 2;
-  std::string json;
+  std::string text;
   char buffer[4096];
-  for (std::size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) json.append(buffer, n);
+  for (std::size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) text.append(buffer, n);
   const int status = pclose(pipe);
-  std::fputs(json.c_str(), stdout);
-  if (status != 0) {
-    std::fprintf(stderr, "FAIL: the demo exited with status %d\n", status);
+  std::fputs(text.c_str(), stdout);
+  if (status == -1 || !WIFEXITED(status)) {
+    std::fprintf(stderr, "FAIL: the demo did not exit normally (status %d)\n", status);
+    return 1;
+  }
+  const int exit_code = WEXITSTATUS(status);
+
+  const json report = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (report.is_discarded() || !report.is_object()) {
+    std::fprintf(stderr, "FAIL: the report is not a JSON object\n");
     return 1;
   }
 
-  for (const char* turn : {"turn1", "turn2"}) {
-    for (const char* phase : {"prefill", "decode"}) {
-      const double rate = Number(json, {turn, phase, "tokens_per_s"});
-      Expect(rate > 0, "tokens/s must be positive", rate, 0);
-      const double sdpa = Number(json, {turn, phase, "sdpa_seconds"});
-      const double total = Number(json, {turn, phase, "seconds"});
-      Expect(sdpa > 0 && sdpa < total, "SDPA time must be part of the forward time", sdpa, total);
-    }
+  const double layers = Count(report, {"config", "layers"});
+  const double global_layers = Count(report, {"config", "global_layers"});
+  const double window = Count(report, {"config", "window"});
+  Expect(global_layers <= layers, "config.global_layers <= config.layers", global_layers, layers);
+  Expect(window > 0, "config.window", window, 0);
+  const json* dtype = At(report, {"config", "kv_dtype"});
+  if (dtype != nullptr && !dtype->is_string()) Fail("config.kv_dtype is not a string");
+  const json* isa = At(report, {"isa"});
+  if (isa != nullptr && (!isa->is_string() || isa->get<std::string>().empty())) {
+    Fail("isa is not a tier name: " + isa->dump());
   }
-  const double long_rate = Number(json, {"long", "decode", "tokens_per_s"});
-  Expect(long_rate > 0, "long generation tokens/s must be positive", long_rate, 0);
-  const double window = Number(json, {"config", "window"});
-  const double wraps = Number(json, {"long", "wraps"});
+  Expect(Count(report, {"threads"}) >= 1, "threads", Count(report, {"threads"}), 1);
+
+  for (const char* turn : {"turn1", "turn2"}) {
+    CheckPhase(report, {turn, "prefill"});
+    CheckPhase(report, {turn, "decode"});
+  }
+  CheckPhase(report, {"long", "decode"});
+  CheckPhase(report, {"decode"});
+  const double decoded = Count(report, {"turn1", "decode", "tokens"}) +
+                         Count(report, {"turn2", "decode", "tokens"}) +
+                         Count(report, {"long", "decode", "tokens"});
+  Expect(Count(report, {"decode", "tokens"}) == decoded, "decode sums the decode phases",
+         Count(report, {"decode", "tokens"}), decoded);
+
+  const double wraps = Count(report, {"long", "wraps"});
   Expect(wraps >= 2, "the long generation must wrap the window at least twice", wraps, 2);
-  Expect(window > 0, "window", window, 0);
-
-  const double snapshot = Number(json, {"turn1", "snapshot_bytes"});
+  const double snapshot_tokens = Count(report, {"turn1", "snapshot_tokens"});
+  const double snapshot = Count(report, {"turn1", "snapshot_bytes"});
   Expect(snapshot > 0, "the snapshot must cover K/V bytes", snapshot, 0);
+  Expect(snapshot_tokens == Count(report, {"turn1", "prefill", "tokens"}) +
+                                Count(report, {"turn1", "decode", "tokens"}),
+         "the snapshot covers turn 1", snapshot_tokens, 0);
+  Expect(Count(report, {"turn2", "cold_tokens"}) ==
+             snapshot_tokens + Count(report, {"turn2", "prefill", "tokens"}),
+         "the cold prefill covers turn 1 and turn 2's prompt",
+         Count(report, {"turn2", "cold_tokens"}), snapshot_tokens);
 
-  const double drafted = Number(json, {"speculation", "drafted"});
-  const double accepted = Number(json, {"speculation", "accepted"});
-  const double before = Number(json, {"speculation", "offset_before"});
+  const double drafted = Count(report, {"speculation", "drafted"});
+  const double accepted = Count(report, {"speculation", "accepted"});
+  const double before = Count(report, {"speculation", "offset_before"});
   Expect(accepted < drafted, "the imperfect draft must lose tokens", accepted, drafted);
-  Expect(Number(json, {"speculation", "offset_during_sliding"}) == before,
+  Expect(Count(report, {"speculation", "offset_during_sliding"}) == before,
          "rotating caches are untouched until Commit", before, before);
-  Expect(Number(json, {"speculation", "offset_during_global"}) == before + drafted,
+  Expect(Count(report, {"speculation", "offset_during_global"}) == before + drafted,
          "KVCache layers are written through during verification", before, drafted);
-  const double after_min = Number(json, {"speculation", "offset_after_min"});
-  const double after_max = Number(json, {"speculation", "offset_after_max"});
+  const double after_min = Count(report, {"speculation", "offset_after_min"});
+  const double after_max = Count(report, {"speculation", "offset_after_max"});
   Expect(after_min == before + accepted && after_max == after_min,
          "after Commit every layer is at offset_before + accepted", after_min, before + accepted);
 
-  const double per_token = Number(json, {"cache_bytes", "bytes_per_token_per_layer"});
-  const double global_layers = Number(json, {"config", "global_layers"});
-  const double end = Number(json, {"long", "offset_end"});
-  const double global_bytes = Number(json, {"cache_bytes", "global_layers_total"});
+  const double per_token = Count(report, {"cache_bytes", "bytes_per_token_per_layer"});
+  const double end = Count(report, {"long", "offset_end"});
+  const double global_bytes = Count(report, {"cache_bytes", "global_layers_total"});
   Expect(global_bytes >= global_layers * end * per_token, "global layers hold the whole context",
          global_bytes, global_layers * end * per_token);
-  const double sliding_max = Number(json, {"cache_bytes", "sliding_long_max"});
-  const double sliding_min = Number(json, {"cache_bytes", "sliding_long_min"});
-  const double bound = Number(json, {"cache_bytes", "sliding_bound"});
+  const double sliding_max = Count(report, {"cache_bytes", "sliding_long_max"});
+  const double sliding_min = Count(report, {"cache_bytes", "sliding_long_min"});
+  const double bound = Count(report, {"cache_bytes", "sliding_bound"});
   Expect(sliding_max > 0 && sliding_max <= bound, "rotating memory stays within its bound",
          sliding_max, bound);
   Expect(sliding_max == sliding_min, "rotating memory stays flat while the window wraps",
          sliding_max, sliding_min);
 
-  const double tolerance = Number(json, {"check", "tolerance"});
-  const double diff = Number(json, {"check", "max_abs_logit_diff"});
-  const double positions = Number(json, {"check", "positions"});
-  Expect(tolerance > 0 && tolerance <= 1e-3, "tolerance", tolerance, 1e-3);
-  Expect(positions > drafted, "many logit rows are compared", positions, drafted);
-  Expect(diff <= tolerance, "cached logits equal the no-cache recompute", diff, tolerance);
-  const double warm_cold = Number(json, {"turn2", "warm_vs_cold_max_abs_diff"});
-  Expect(warm_cold <= tolerance, "the restored snapshot gives the cold prefill's logits", warm_cold,
-         tolerance);
-  Expect(Field(json, {"check", "passed"}) == std::optional<std::string>("true"), "check.passed", 0,
-         0);
+  CheckCheck(report, skipped, exit_code);
 
   if (failures == 0) std::fprintf(stderr, "demo report OK\n");
   return failures == 0 ? 0 : 1;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <nlohmann/json.hpp>
 
 #include "ringkv/format.h"
 #include "ringkv/rotating_kv_cache.h"
@@ -34,14 +35,22 @@ std::string Phase(const ForwardStats& s) {
       s.total_seconds > 0 ? 100 * s.cache_seconds / s.total_seconds : 0,
       s.total_seconds > 0 ? 100 * s.OtherSeconds() / s.total_seconds : 0);
 }
-std::string JsonPhase(const ForwardStats& s) {
-  return fmt::format(
-      R"({{"tokens": {}, "seconds": {:.6f}, "tokens_per_s": {:.3f}, "sdpa_seconds": {:.6f}, )"
-      R"("cache_seconds": {:.6f}, "other_seconds": {:.6f}}})",
-      s.tokens, s.total_seconds, Rate(s), s.sdpa_seconds, s.cache_seconds, s.OtherSeconds());
+nlohmann::ordered_json JsonPhase(const ForwardStats& s) {
+  return {{"tokens", s.tokens},
+          {"seconds", s.total_seconds},
+          {"tokens_per_s", Rate(s)},
+          {"sdpa_seconds", s.sdpa_seconds},
+          {"cache_seconds", s.cache_seconds},
+          {"other_seconds", s.OtherSeconds()}};
 }
 
 }  // namespace
+
+CheckVerdict DemoReport::Verdict() const {
+  if (!check.ran) return CheckVerdict::kSkipped;
+  // NaN fails: a comparison that is not true is not a pass.
+  return check.max_abs_diff <= kLogitTolerance ? CheckVerdict::kPassed : CheckVerdict::kFailed;
+}
 
 std::size_t DemoReport::BytesPerToken() const {
   return static_cast<std::size_t>(config.kv_heads) * 2 * static_cast<std::size_t>(config.head_dim) *
@@ -117,11 +126,11 @@ std::string ToText(const DemoReport& r) {
                   Bytes(r.sliding_bytes_max), Bytes(r.SlidingBound()),
                   r.sliding_bytes_max <= r.SlidingBound() ? "bounded" : "OVER THE BOUND"));
   if (r.check.ran) {
-    line(
-        fmt::format("check    {} logit rows vs a no-cache recompute of all {} tokens ({}): "
-                    "max |diff| {:.2e} (tolerance {:.0e})  {}",
-                    r.check.positions, r.check.sequence, Time(r.check.recompute_seconds),
-                    r.check.max_abs_diff, kLogitTolerance, r.CheckPassed() ? "OK" : "FAILED"));
+    line(fmt::format(
+        "check    {} logit rows vs a no-cache recompute of all {} tokens ({}): "
+        "max |diff| {:.2e} (tolerance {:.0e})  {}",
+        r.check.positions, r.check.sequence, Time(r.check.recompute_seconds), r.check.max_abs_diff,
+        kLogitTolerance, r.Verdict() == CheckVerdict::kPassed ? "OK" : "FAILED"));
   } else {
     line("check    skipped (--no-check)");
   }
@@ -129,65 +138,81 @@ std::string ToText(const DemoReport& r) {
 }
 
 std::string ToJson(const DemoReport& r) {
+  using Json = nlohmann::ordered_json;  // fields in the order docs/decode_demo.md lists them
   const auto& c = r.config;
   const auto& s = r.speculation;
   ForwardStats decode = r.turn1_decode;
   decode += r.turn2_decode;
   decode += r.long_decode;
-  std::string out = "{\n";
-  out += fmt::format(
-      R"(  "config": {{"layers": {}, "d_model": {}, "q_heads": {}, "kv_heads": {}, "head_dim": {}, )"
-      R"("mlp_hidden": {}, "vocab": {}, "window": {}, "global_every": {}, "global_layers": {}, )"
-      R"("kv_dtype": "{}", "params": {}}},)"
-      "\n",
-      c.layers, c.d_model, c.q_heads, c.kv_heads, c.head_dim, c.mlp_hidden, c.vocab, c.window,
-      c.global_every, c.GlobalLayers(), c.kv_dtype, c.ParameterCount());
-  out += fmt::format(R"(  "isa": "{}", "threads": {},)"
-                     "\n",
-                     r.isa, r.threads);
-  out += fmt::format(R"(  "turn1": {{"prefill": {}, "decode": {}, "snapshot_tokens": {}, )"
-                     R"("snapshot_bytes": {}, "snapshot_seconds": {:.9f}}},)"
-                     "\n",
-                     JsonPhase(r.turn1_prefill), JsonPhase(r.turn1_decode), r.snapshot_tokens,
-                     r.snapshot_bytes, r.snapshot_seconds);
-  out += fmt::format(
-      R"(  "turn2": {{"restore_seconds": {:.9f}, "prefill": {}, "decode": {}, "cold_tokens": {}, )"
-      R"("cold_prefill_seconds": {:.6f}, "saved_seconds": {:.6f}, "warm_vs_cold_max_abs_diff": {:.3e}}},)"
-      "\n",
-      r.restore_seconds, JsonPhase(r.turn2_prefill), JsonPhase(r.turn2_decode), r.cold_tokens,
-      r.cold_prefill_seconds,
-      r.cold_prefill_seconds - r.restore_seconds - r.turn2_prefill.total_seconds,
-      r.warm_vs_cold_diff);
-  out += fmt::format(
-      R"(  "speculation": {{"drafted": {}, "wrong_index": {}, "accepted": {}, "offset_before": {}, )"
-      R"("offset_during_global": {}, "offset_during_sliding": {}, "offset_after_min": {}, )"
-      R"("offset_after_max": {}, "verify_seconds": {:.6f}}},)"
-      "\n",
-      s.drafted, s.wrong_index, s.accepted, s.offset_before, s.offset_during_global,
-      s.offset_during_sliding, s.offset_after_min, s.offset_after_max, s.verify_seconds);
-  out += fmt::format(
-      R"(  "long": {{"decode": {}, "offset_start": {}, "offset_end": {}, "wraps": {}}},)"
-      "\n",
-      JsonPhase(r.long_decode), r.long_offset_start, r.final_offset,
-      (r.final_offset - r.long_offset_start) / c.window);
-  out += fmt::format(R"(  "decode": {},)"
-                     "\n",
-                     JsonPhase(decode));
-  out += fmt::format(
-      R"(  "cache_bytes": {{"bytes_per_token_per_layer": {}, "global_layers_total": {}, )"
-      R"("sliding_layers_total": {}, "sliding_long_min": {}, "sliding_long_max": {}, )"
-      R"("sliding_bound": {}}},)"
-      "\n",
-      r.BytesPerToken(), r.global_bytes, r.sliding_bytes, r.sliding_bytes_min, r.sliding_bytes_max,
-      r.SlidingBound());
-  out += fmt::format(
-      R"(  "check": {{"ran": {}, "positions": {}, "sequence": {}, "max_abs_logit_diff": {:.3e}, )"
-      R"("tolerance": {:.1e}, "recompute_seconds": {:.6f}, "passed": {}}})"
-      "\n",
-      r.check.ran, r.check.positions, r.check.sequence, r.check.max_abs_diff, kLogitTolerance,
-      r.check.recompute_seconds, r.CheckPassed());
-  out += "}\n";
-  return out;
+  Json out;
+  out["config"] = {{"layers", c.layers},
+                   {"d_model", c.d_model},
+                   {"q_heads", c.q_heads},
+                   {"kv_heads", c.kv_heads},
+                   {"head_dim", c.head_dim},
+                   {"mlp_hidden", c.mlp_hidden},
+                   {"vocab", c.vocab},
+                   {"window", c.window},
+                   {"global_every", c.global_every},
+                   {"global_layers", c.GlobalLayers()},
+                   {"kv_dtype", fmt::format("{}", c.kv_dtype)},
+                   {"params", c.ParameterCount()}};
+  out["isa"] = r.isa;
+  out["threads"] = r.threads;
+  out["turn1"] = {{"prefill", JsonPhase(r.turn1_prefill)},
+                  {"decode", JsonPhase(r.turn1_decode)},
+                  {"snapshot_tokens", r.snapshot_tokens},
+                  {"snapshot_bytes", r.snapshot_bytes},
+                  {"snapshot_seconds", r.snapshot_seconds}};
+  out["turn2"] = {
+      {"restore_seconds", r.restore_seconds},
+      {"prefill", JsonPhase(r.turn2_prefill)},
+      {"decode", JsonPhase(r.turn2_decode)},
+      {"cold_tokens", r.cold_tokens},
+      {"cold_prefill_seconds", r.cold_prefill_seconds},
+      {"saved_seconds", r.cold_prefill_seconds - r.restore_seconds - r.turn2_prefill.total_seconds},
+      {"warm_vs_cold_max_abs_diff", r.warm_vs_cold_diff}};
+  out["speculation"] = {{"drafted", s.drafted},
+                        {"wrong_index", s.wrong_index},
+                        {"accepted", s.accepted},
+                        {"offset_before", s.offset_before},
+                        {"offset_during_global", s.offset_during_global},
+                        {"offset_during_sliding", s.offset_during_sliding},
+                        {"offset_after_min", s.offset_after_min},
+                        {"offset_after_max", s.offset_after_max},
+                        {"verify_seconds", s.verify_seconds}};
+  out["long"] = {{"decode", JsonPhase(r.long_decode)},
+                 {"offset_start", r.long_offset_start},
+                 {"offset_end", r.final_offset},
+                 {"wraps", (r.final_offset - r.long_offset_start) / c.window}};
+  out["decode"] = JsonPhase(decode);
+  out["cache_bytes"] = {
+      {"bytes_per_token_per_layer", r.BytesPerToken()}, {"global_layers_total", r.global_bytes},
+      {"sliding_layers_total", r.sliding_bytes},        {"sliding_long_min", r.sliding_bytes_min},
+      {"sliding_long_max", r.sliding_bytes_max},        {"sliding_bound", r.SlidingBound()}};
+  Json& check = out["check"];
+  switch (r.Verdict()) {
+    case CheckVerdict::kSkipped:
+      check = {{"status", "skipped"}, {"passed", nullptr}, {"tolerance", kLogitTolerance}};
+      break;
+    case CheckVerdict::kPassed:
+    case CheckVerdict::kFailed: {
+      const bool passed = r.Verdict() == CheckVerdict::kPassed;
+      check = {{"status", passed ? "passed" : "failed"},
+               {"passed", passed},
+               {"positions", r.check.positions},
+               {"sequence", r.check.sequence},
+               {"max_abs_logit_diff", r.check.max_abs_diff},
+               {"tolerance", kLogitTolerance},
+               {"recompute_seconds", r.check.recompute_seconds}};
+      break;
+    }
+  }
+  return out.dump(2) + "\n";
+}
+
+int ExitCode(const DemoReport& r) {
+  return r.Verdict() == CheckVerdict::kFailed ? kExitCheckFailed : 0;
 }
 
 }  // namespace ringkv::model

@@ -16,6 +16,14 @@ namespace ringkv::model {
 // Cached and recomputed logits must agree within this (see tests/model).
 constexpr double kLogitTolerance = 1e-3;
 
+// The demo's exit codes (docs/decode_demo.md): 0 when the check passed or was
+// skipped (--no-check), otherwise these.
+constexpr int kExitCheckFailed = 1;
+constexpr int kExitBadConfiguration = 2;  // a flag refused before anything ran
+constexpr int kExitRunFailed = 3;         // an error during the run, e.g. out of memory
+
+enum class CheckVerdict : std::uint8_t { kSkipped, kPassed, kFailed };
+
 struct SpeculationReport {
   int drafted = 0;
   int wrong_index = 0;  // the draft token replaced on purpose
@@ -71,10 +79,14 @@ struct DemoReport {
   // What the sliding layers may hold at most: window plus the longest single
   // forward, rounded up to storage blocks.
   std::size_t SlidingBound() const;
-  bool CheckPassed() const { return check.ran && check.max_abs_diff <= kLogitTolerance; }
+  CheckVerdict Verdict() const;
 };
 
 std::string ToText(const DemoReport& r);
+// One JSON object (nlohmann::json); a skipped check is {"status": "skipped",
+// "passed": null} with no measurements.
 std::string ToJson(const DemoReport& r);
+// 0 unless the check ran and failed (kExitCheckFailed).
+int ExitCode(const DemoReport& r);
 
 }  // namespace ringkv::model

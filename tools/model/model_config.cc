@@ -8,21 +8,23 @@
 namespace ringkv::model {
 namespace {
 
-void CheckPositive(const char* name, int value) {
-  if (value < 1) throw Error(fmt::format("[ModelConfig] {} is {}, expected >= 1", name, value));
+void CheckRange(const char* name, int value, int low, int high) {
+  if (value < low || value > high) {
+    throw Error(fmt::format("[ModelConfig] {} is {}, expected {}..{}", name, value, low, high));
+  }
 }
 
 }  // namespace
 
 void ModelConfig::Validate() const {
-  CheckPositive("layers", layers);
-  CheckPositive("d_model", d_model);
-  CheckPositive("q_heads", q_heads);
-  CheckPositive("kv_heads", kv_heads);
-  CheckPositive("head_dim", head_dim);
-  CheckPositive("mlp_hidden", mlp_hidden);
-  CheckPositive("vocab", vocab);
-  CheckPositive("window", window);
+  CheckRange("layers", layers, 1, kMaxLayers);
+  CheckRange("d_model", d_model, 1, kMaxDModel);
+  CheckRange("q_heads", q_heads, 1, kMaxHeads);
+  CheckRange("kv_heads", kv_heads, 1, kMaxHeads);
+  CheckRange("head_dim", head_dim, 1, kMaxHeadDim);
+  CheckRange("mlp_hidden", mlp_hidden, 1, kMaxMlpHidden);
+  CheckRange("vocab", vocab, 1, kMaxVocab);
+  CheckRange("window", window, 1, kMaxWindow);
   if (q_heads % kv_heads != 0) {
     throw Error(fmt::format("[ModelConfig] q_heads {} is not a multiple of kv_heads {}", q_heads,
                             kv_heads));

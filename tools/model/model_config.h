@@ -16,6 +16,16 @@ enum class LayerKind : std::uint8_t {
 };
 
 struct ModelConfig {
+  // Upper bounds far above any model the demo or the tests run; they keep the
+  // parameter count and every buffer size well inside 64-bit arithmetic.
+  static constexpr int kMaxLayers = 1024;
+  static constexpr int kMaxDModel = 65536;
+  static constexpr int kMaxHeads = 1024;  // q_heads and kv_heads
+  static constexpr int kMaxHeadDim = 1024;
+  static constexpr int kMaxMlpHidden = 1 << 20;
+  static constexpr int kMaxVocab = 1 << 24;
+  static constexpr int kMaxWindow = 1 << 24;
+
   int layers = 8;
   int d_model = 512;
   int q_heads = 8;
@@ -39,6 +49,8 @@ struct ModelConfig {
   LayerKind KindOf(int layer) const;
   int GlobalLayers() const;
   std::int64_t ParameterCount() const;
+  // The f32 weights' bytes: 4 * ParameterCount().
+  std::int64_t WeightBytes() const { return 4 * ParameterCount(); }
   // "8 layers (2 global, 6 sliding w=128), d_model 512, ..." for reports.
   std::string Describe() const;
 };

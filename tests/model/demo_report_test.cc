@@ -1,0 +1,106 @@
+// The demo report's check verdict in its JSON and in the exit code: a run that
+// skipped the check must not report a failed one (it used to say "passed": false),
+// and a failed check must fail the process.
+#include "demo_report.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace ringkv::model::test {
+namespace {
+
+using nlohmann::json;
+
+DemoReport Checked(double max_abs_diff) {
+  DemoReport r;
+  r.check.ran = true;
+  r.check.positions = 10;
+  r.check.sequence = 12;
+  r.check.max_abs_diff = max_abs_diff;
+  r.check.recompute_seconds = 0.25;
+  return r;
+}
+
+TEST(DemoReport, SkippedCheckIsNeitherPassedNorFailed) {
+  const DemoReport r;  // the check did not run
+  EXPECT_EQ(r.Verdict(), CheckVerdict::kSkipped);
+  EXPECT_EQ(ExitCode(r), 0);
+  const json report = json::parse(ToJson(r));
+  const json& check = report.at("check");
+  EXPECT_EQ(check.at("status"), "skipped");
+  EXPECT_TRUE(check.at("passed").is_null());
+  for (const char* measured :
+       {"positions", "sequence", "max_abs_logit_diff", "recompute_seconds"}) {
+    EXPECT_FALSE(check.contains(measured)) << measured;
+  }
+  EXPECT_NE(ToText(r).find("skipped"), std::string::npos);
+}
+
+TEST(DemoReport, PassedCheck) {
+  const DemoReport r = Checked(kLogitTolerance);  // at the tolerance still passes
+  EXPECT_EQ(r.Verdict(), CheckVerdict::kPassed);
+  EXPECT_EQ(ExitCode(r), 0);
+  const json check = json::parse(ToJson(r)).at("check");
+  EXPECT_EQ(check.at("status"), "passed");
+  EXPECT_EQ(check.at("passed"), true);
+  EXPECT_EQ(check.at("positions"), 10);
+  EXPECT_EQ(check.at("sequence"), 12);
+  EXPECT_EQ(check.at("max_abs_logit_diff").get<double>(), kLogitTolerance);
+  EXPECT_EQ(check.at("tolerance").get<double>(), kLogitTolerance);
+  EXPECT_EQ(check.at("recompute_seconds").get<double>(), 0.25);
+}
+
+TEST(DemoReport, FailedCheckFailsTheProcess) {
+  const DemoReport r = Checked(2 * kLogitTolerance);
+  EXPECT_EQ(r.Verdict(), CheckVerdict::kFailed);
+  EXPECT_EQ(ExitCode(r), 1);
+  const json check = json::parse(ToJson(r)).at("check");
+  EXPECT_EQ(check.at("status"), "failed");
+  EXPECT_EQ(check.at("passed"), false);
+  EXPECT_EQ(check.at("max_abs_logit_diff").get<double>(), 2 * kLogitTolerance);
+  EXPECT_NE(ToText(r).find("FAILED"), std::string::npos);
+}
+
+// Values reach the JSON unrounded and typed: counts as integers, times as numbers.
+TEST(DemoReport, JsonCarriesTheValues) {
+  DemoReport r = Checked(1.5e-5);
+  r.isa = "avx2";
+  r.threads = 3;
+  r.turn1_prefill.tokens = 7;
+  r.turn1_prefill.total_seconds = 0.5;
+  r.turn1_prefill.sdpa_seconds = 0.125;
+  r.turn1_prefill.cache_seconds = 0.0625;
+  r.snapshot_bytes = 123456789;
+  r.snapshot_seconds = 1.25e-7;
+  r.speculation.drafted = 6;
+  r.speculation.accepted = 4;
+  r.final_offset = 300;
+  r.long_offset_start = 44;
+  const json j = json::parse(ToJson(r));
+  EXPECT_EQ(j.at("isa"), "avx2");
+  EXPECT_EQ(j.at("threads"), 3);
+  EXPECT_EQ(j.at("config").at("layers"), r.config.layers);
+  EXPECT_EQ(j.at("config").at("kv_dtype"), "f16");
+  EXPECT_EQ(j.at("config").at("params"), r.config.ParameterCount());
+  const json& prefill = j.at("turn1").at("prefill");
+  EXPECT_TRUE(prefill.at("tokens").is_number_integer());
+  EXPECT_EQ(prefill.at("tokens"), 7);
+  EXPECT_EQ(prefill.at("seconds").get<double>(), 0.5);
+  EXPECT_EQ(prefill.at("tokens_per_s").get<double>(), 14.0);
+  EXPECT_EQ(prefill.at("sdpa_seconds").get<double>(), 0.125);
+  EXPECT_EQ(prefill.at("cache_seconds").get<double>(), 0.0625);
+  EXPECT_EQ(prefill.at("other_seconds").get<double>(), 0.3125);
+  EXPECT_EQ(j.at("turn1").at("snapshot_bytes"), 123456789);
+  EXPECT_EQ(j.at("turn1").at("snapshot_seconds").get<double>(), 1.25e-7);
+  EXPECT_EQ(j.at("speculation").at("drafted"), 6);
+  EXPECT_EQ(j.at("speculation").at("accepted"), 4);
+  EXPECT_EQ(j.at("long").at("offset_start"), 44);
+  EXPECT_EQ(j.at("long").at("offset_end"), 300);
+  EXPECT_EQ(j.at("long").at("wraps"), (300 - 44) / r.config.window);
+  EXPECT_EQ(j.at("check").at("max_abs_logit_diff").get<double>(), 1.5e-5);
+}
+
+}  // namespace
+}  // namespace ringkv::model::test
