@@ -153,14 +153,12 @@ bool KVCache::Restore(const ringkv::Snapshot* snapshot, int target) {
 
 std::unique_ptr<Snapshot> KVCache::Merge(std::unique_ptr<ringkv::Snapshot>&& parent,
                                          std::unique_ptr<ringkv::Snapshot>&& child) const {
-  if (parent != nullptr) (void)AsKv("KVCache::Merge", *parent);
-  if (child != nullptr) (void)AsKv("KVCache::Merge", *child);
+  const detail::KvSnapshot* p = parent == nullptr ? nullptr : &AsKv("KVCache::Merge", *parent);
+  const detail::KvSnapshot* c = child == nullptr ? nullptr : &AsKv("KVCache::Merge", *child);
   std::unique_ptr<ringkv::Snapshot> merged;
-  if (parent != nullptr && child != nullptr) {
-    const detail::KvSnapshot& p = AsKv("KVCache::Merge", *parent);
-    const detail::KvSnapshot& c = AsKv("KVCache::Merge", *child);
-    detail::CheckKvMerge("KVCache::Merge", p, c);
-    merged = detail::MergeKv(p, c);
+  if (p != nullptr && c != nullptr) {
+    detail::CheckKvMerge("KVCache::Merge", *p, *c);
+    merged = detail::MergeKv(*p, *c);
   }
   // Consumed only now that nothing can fail (with a null side: both released,
   // as in the reference).

@@ -230,9 +230,9 @@ bool RotatingKVCache::Restore(const ringkv::Snapshot* snapshot, int target) {
 
 std::unique_ptr<Snapshot> RotatingKVCache::Merge(std::unique_ptr<ringkv::Snapshot>&& parent,
                                                  std::unique_ptr<ringkv::Snapshot>&& child) const {
-  if (parent != nullptr)
-    (void)detail::AsRing("RotatingKVCache::Merge", "parent", *parent, max_size_);
-  if (child != nullptr) (void)detail::AsRing("RotatingKVCache::Merge", "child", *child, max_size_);
+  constexpr const char* kFn = "RotatingKVCache::Merge";
+  if (parent != nullptr) (void)detail::AsRing(kFn, "parent", *parent, max_size_);
+  if (child != nullptr) (void)detail::AsRing(kFn, "child", *child, max_size_);
   parent.reset();  // the child holds the whole window
   return std::move(child);
 }
