@@ -29,13 +29,18 @@ class Cache {
   // Returns false when the target is unreachable (the reference's rules); throws
   // ringkv::Error for a negative target or a snapshot of another cache kind.
   virtual bool Restore(const ringkv::Snapshot* snapshot, int target) = 0;
-  // Combines sequential snapshots [a, b) and [b, c) into [a, c); owns both.
+  // Combines sequential snapshots [a, b) and [b, c) into [a, c). Ownership: on
+  // success both inputs are consumed (left null); when it throws ringkv::Error
+  // (snapshots of another kind, not adjacent, ...) both are left untouched, so a
+  // failed call destroys nothing of the caller's.
   virtual std::unique_ptr<ringkv::Snapshot> Merge(
-      std::unique_ptr<ringkv::Snapshot> parent, std::unique_ptr<ringkv::Snapshot> child) const = 0;
-  // Divides [a, c) at `at` into [a, at) and [at, c); owns the input. Kinds that
-  // cannot split return {null, snapshot}.
+      std::unique_ptr<ringkv::Snapshot>&& parent,
+      std::unique_ptr<ringkv::Snapshot>&& child) const = 0;
+  // Divides [a, c) at `at` into [a, at) and [at, c); the input is consumed on
+  // success, untouched on error (as Merge). Kinds that cannot split return
+  // {null, snapshot}.
   virtual std::pair<std::unique_ptr<ringkv::Snapshot>, std::unique_ptr<ringkv::Snapshot>> Split(
-      std::unique_ptr<ringkv::Snapshot> snapshot, int at) const = 0;
+      std::unique_ptr<ringkv::Snapshot>&& snapshot, int at) const = 0;
 
  protected:
   Cache() = default;
@@ -47,7 +52,8 @@ class Cache {
 class AttentionCache : public Cache {
  public:
   // Appends keys [1, Hkv, L, D] and values [1, Hkv, L, Dv]; returns what this
-  // layer's attention reads (valid until the next mutating call).
+  // layer's attention reads (valid until the next mutating call; a stale view
+  // throws ringkv::Error, see kv_history.h).
   virtual KVHistory Update(const Tensor& keys, const Tensor& values) = 0;
 
  protected:

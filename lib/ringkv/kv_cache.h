@@ -39,10 +39,10 @@ class KVCache final : public AttentionCache {
   int Offset() const noexcept override { return offset_; }
   std::unique_ptr<ringkv::Snapshot> Snapshot(int from_offset) const override;
   bool Restore(const ringkv::Snapshot* snapshot, int target) override;
-  std::unique_ptr<ringkv::Snapshot> Merge(std::unique_ptr<ringkv::Snapshot> parent,
-                                          std::unique_ptr<ringkv::Snapshot> child) const override;
+  std::unique_ptr<ringkv::Snapshot> Merge(std::unique_ptr<ringkv::Snapshot>&& parent,
+                                          std::unique_ptr<ringkv::Snapshot>&& child) const override;
   std::pair<std::unique_ptr<ringkv::Snapshot>, std::unique_ptr<ringkv::Snapshot>> Split(
-      std::unique_ptr<ringkv::Snapshot> snapshot, int at) const override;
+      std::unique_ptr<ringkv::Snapshot>&& snapshot, int at) const override;
 
   // A second cache with the same contents, sharing every block copy-on-write: O(blocks).
   KVCache Fork() const;

@@ -5,10 +5,19 @@
 //
 // A KvView / KVHistory refers to the cache's storage without owning it: like an
 // iterator it is valid until the next mutating call on that cache (Update,
-// Restore, Free, ...), and it sees in-place writes.
+// Restore, Free, Swap, a speculation's Commit or rollback, ...) or until the
+// cache is destroyed. Every accessor checks this (one compare per storage run
+// it names, not per key) and throws ringkv::Error on a stale view. Calls that
+// do not mutate (Snapshot, State, View, Fork, Merge, Split, a failed call, ...)
+// keep views valid; moving a cache keeps them valid too (they follow its
+// storage). The Tensors that KeySegments() / ValueSegments() return are views
+// of the storage blocks that keep those blocks alive: a later in-place write
+// into a block they share shows through them, so copy (ConcatKeys, Clone) to
+// keep the values.
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "ringkv/attention_mask.h"
@@ -20,18 +29,20 @@ namespace ringkv {
 
 namespace detail {
 class BlockStore;
-}
+struct ViewEpoch;
+}  // namespace detail
 
+// Every accessor throws ringkv::Error when the view is stale (see above).
 class KvView {
  public:
   KvView() = default;
 
-  std::int64_t Length() const noexcept;  // keys in view (K)
-  bool Empty() const noexcept { return Length() == 0; }
-  DType Dtype() const noexcept;
-  std::int64_t Heads() const noexcept;     // Hkv
-  std::int64_t KeyDim() const noexcept;    // D
-  std::int64_t ValueDim() const noexcept;  // Dv
+  std::int64_t Length() const;  // keys in view (K)
+  bool Empty() const { return Length() == 0; }
+  DType Dtype() const;
+  std::int64_t Heads() const;     // Hkv
+  std::int64_t KeyDim() const;    // D
+  std::int64_t ValueDim() const;  // Dv
 
   // One [1, Hkv, n, D] / [1, Hkv, n, Dv] view per storage block run, in view order.
   std::vector<Tensor> KeySegments() const;
@@ -50,7 +61,11 @@ class KvView {
     const detail::BlockStore* store = nullptr;
     std::int64_t begin = 0;
     std::int64_t end = 0;
+    std::shared_ptr<const detail::ViewEpoch> epoch;  // the store's, outlives it
+    std::uint64_t generation = 0;                    // epoch's value when added
   };
+  // Throws ringkv::Error naming `function` when a store changed since the view was taken.
+  void CheckCurrent(const char* function) const;
   static constexpr std::size_t kMaxRanges = 4;
   std::array<Range, kMaxRanges> ranges_{};  // a ring read oldest-first needs 2, + a draft buffer
   std::size_t range_count_ = 0;

@@ -25,20 +25,27 @@ class LayerSnapshot {
       : layers_(std::move(layers)) {}
 
   std::size_t Layers() const noexcept { return layers_.size(); }
-  const Snapshot* Layer(std::size_t layer) const { return layers_.at(layer).get(); }
+  // Throws ringkv::Error when layer >= Layers() (so do Release and Reset).
+  const Snapshot* Layer(std::size_t layer) const;
   std::size_t Size() const noexcept;  // bytes, summed over the layers
   // Hands one layer's snapshot over, leaving none there (the prompt cache moves
-  // sliding-window snapshots between trie nodes); throws std::out_of_range.
-  std::unique_ptr<Snapshot> Release(std::size_t layer) { return std::move(layers_.at(layer)); }
-  void Reset(std::size_t layer, std::unique_ptr<Snapshot> snapshot) {
-    layers_.at(layer) = std::move(snapshot);
-  }
+  // sliding-window snapshots between trie nodes).
+  std::unique_ptr<Snapshot> Release(std::size_t layer);
+  void Reset(std::size_t layer, std::unique_ptr<Snapshot> snapshot);
 
  private:
   friend class LayerCaches;
+  void CheckIndex(const char* function, std::size_t layer) const;
+
   std::vector<std::unique_ptr<Snapshot>> layers_;
 };
 
+// The one-offset rule: the layers of one model hold the same tokens, so every
+// operation that uses them together (Offset, Snapshot, a speculation) requires
+// them to be at one offset and throws ringkv::Error naming the offsets per layer
+// when they are not (e.g. after a forward that updated only some layers).
+// Offsets() shows them; Restore (which ends with every layer at its target, or
+// changes nothing) and Free are the ways back.
 class LayerCaches {
  public:
   using Layer = std::variant<KVCache, RotatingKVCache>;
@@ -56,22 +63,33 @@ class LayerCaches {
   const AttentionCache& operator[](std::size_t layer) const;
   // Every layer, for BeginSpeculation.
   std::vector<AttentionCache*> Caches();
+  // Each layer's offset, whatever they are (a diagnostic).
   std::vector<int> Offsets() const;
+  // The layers' common offset (0 without layers); ringkv::Error when they differ.
+  int Offset() const;
 
   // Every layer's Snapshot(from_offset); null when no layer has anything.
+  // ringkv::Error when the layers are at different offsets.
   std::unique_ptr<LayerSnapshot> Snapshot(int from_offset) const;
   // Restores every layer to `target` (null: live rewind), or none: returns
-  // false, with nothing changed, when any layer cannot.
+  // false, with nothing changed, when any layer cannot. Accepts layers at
+  // different offsets (on success they are all at `target`).
   bool Restore(const LayerSnapshot* snapshot, int target);
-  // Layer by layer; validated for every layer before anything is combined.
-  std::unique_ptr<LayerSnapshot> Merge(std::unique_ptr<LayerSnapshot> parent,
-                                       std::unique_ptr<LayerSnapshot> child) const;
+  // Layer by layer (Cache::Merge / Split). Everything is validated before
+  // anything is combined: the layer count and kinds, each snapshot's layers
+  // ending at one offset, adjacency. Ownership as in Cache::Merge: consumed on
+  // success, untouched when it throws.
+  std::unique_ptr<LayerSnapshot> Merge(std::unique_ptr<LayerSnapshot>&& parent,
+                                       std::unique_ptr<LayerSnapshot>&& child) const;
   std::pair<std::unique_ptr<LayerSnapshot>, std::unique_ptr<LayerSnapshot>> Split(
-      std::unique_ptr<LayerSnapshot> snapshot, int at) const;
+      std::unique_ptr<LayerSnapshot>&& snapshot, int at) const;
   void Free() noexcept;
 
  private:
   void CheckLayers(const char* function, const LayerSnapshot* snapshot) const;
+  void CheckOneOffset(const char* function) const;
+  // Every layer's snapshot of the layer's kind (and window), ending at one offset.
+  void CheckSnapshot(const char* function, const char* role, const LayerSnapshot& snapshot) const;
 
   std::vector<Layer> layers_;
 };

@@ -44,11 +44,11 @@ class RotatingKVCache final : public AttentionCache {
   std::unique_ptr<ringkv::Snapshot> Snapshot(int from_offset) const override;
   bool Restore(const ringkv::Snapshot* snapshot, int target) override;
   // The child supersedes the parent (it holds the whole window).
-  std::unique_ptr<ringkv::Snapshot> Merge(std::unique_ptr<ringkv::Snapshot> parent,
-                                          std::unique_ptr<ringkv::Snapshot> child) const override;
+  std::unique_ptr<ringkv::Snapshot> Merge(std::unique_ptr<ringkv::Snapshot>&& parent,
+                                          std::unique_ptr<ringkv::Snapshot>&& child) const override;
   // Cannot split a ring: returns {null, snapshot}.
   std::pair<std::unique_ptr<ringkv::Snapshot>, std::unique_ptr<ringkv::Snapshot>> Split(
-      std::unique_ptr<ringkv::Snapshot> snapshot, int at) const override;
+      std::unique_ptr<ringkv::Snapshot>&& snapshot, int at) const override;
 
   RotatingKVCache Fork() const;
   void Swap(RotatingKVCache& other) noexcept;

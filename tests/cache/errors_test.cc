@@ -2,10 +2,15 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <climits>
+#include <functional>
+
 #include "cache_test_util.h"
 #include "ringkv/error.h"
 #include "ringkv/kv_cache.h"
 #include "ringkv/rotating_kv_cache.h"
+#include "ringkv/snapshot_data.h"
+#include "ringkv/speculation.h"
 
 namespace ringkv {
 namespace {
@@ -129,6 +134,175 @@ TEST(CacheErrors, Construction) {
   EXPECT_THROW(KVCache(0), Error);
   EXPECT_THROW(RotatingKVCache(0), Error);
   EXPECT_THROW(RotatingKVCache(4, -1), Error);
+}
+
+template <class C>
+void Decode(C& cache, int first, int count, const test::Dims& dims = {}) {
+  for (int p = first; p < first + count; ++p) {
+    const auto [k, v] = Tokens(p, 1, dims);
+    cache.Update(k, v);
+  }
+}
+
+// A ring's snapshot fits only a ring of the same window and K/V layout.
+TEST(CacheErrors, RingRestoreRefusesAnotherWindowOrLayout) {
+  RotatingKVCache small(4, 2), large(16, 2);
+  Decode(small, 0, 6);
+  Decode(large, 0, 6);
+  const auto small_snap = small.Snapshot(0);
+  const auto large_snap = large.Snapshot(0);
+  ExpectThrowsUnchanged(
+      large, [&] { (void)large.Restore(small_snap.get(), 6); },
+      "[RotatingKVCache::Restore] the snapshot holds a window of 4, the cache 16");
+  EXPECT_EQ(large.RingIndex(), 6);
+  ExpectThrowsUnchanged(
+      small, [&] { (void)small.Restore(large_snap.get(), 6); },
+      "[RotatingKVCache::Restore] the snapshot holds a window of 16, the cache 4");
+  EXPECT_EQ(small.RingIndex(), 2);
+  // Both still decode normally.
+  Decode(large, 6, 1);
+  Decode(small, 6, 1);
+  EXPECT_EQ(test::Positions(small.State()), (std::vector<int>{4, 5, 6, 3}));
+  EXPECT_EQ(test::Positions(large.State()), test::Range(0, 7));
+
+  struct Case {
+    test::Dims dims;
+    const char* message;
+  };
+  const Case cases[] = {
+      {{3, 8, 4, DType::kF32},
+       "the snapshot holds heads 3 head dims 8/4 f32, the cache heads 2 "
+       "head dims 8/4 f32"},
+      {{2, 16, 4, DType::kF32}, "the snapshot holds heads 2 head dims 16/4 f32"},
+      {{2, 8, 6, DType::kF32}, "the snapshot holds heads 2 head dims 8/6 f32"},
+      {{2, 8, 4, DType::kF16}, "the snapshot holds heads 2 head dims 8/4 f16"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.message);
+    RotatingKVCache other(4, 2);
+    Decode(other, 0, 6, c.dims);
+    const auto snap = other.Snapshot(0);
+    ExpectThrowsUnchanged(
+        small, [&] { (void)small.Restore(snap.get(), 6); }, c.message);
+    // A fresh ring takes any layout (as a fresh KVCache does), but never another window.
+    RotatingKVCache fresh(4, 2);
+    ASSERT_TRUE(fresh.Restore(snap.get(), 6));
+    Decode(fresh, 6, 1, c.dims);
+    EXPECT_EQ(test::Positions(fresh.State()), (std::vector<int>{4, 5, 6, 3}));
+  }
+  RotatingKVCache fresh(16, 2);
+  ExpectThrowsUnchanged(
+      fresh, [&] { (void)fresh.Restore(small_snap.get(), 6); },
+      "the snapshot holds a window of 4, the cache 16");
+}
+
+// A snapshot taken from a ring with other block sizes restores into this one's.
+TEST(CacheErrors, RingRestoreKeepsItsBlockSize) {
+  RotatingKVCache source(4, 3), target(4, 2);
+  Decode(source, 0, 7);
+  const auto snap = source.Snapshot(0);
+  ASSERT_TRUE(target.Restore(snap.get(), 7));
+  EXPECT_EQ(target.BlockTokens(), 2);
+  Decode(target, 7, 2);
+  EXPECT_EQ(test::Positions(target.View().Kv()), test::Range(6, 9));
+}
+
+// A failed Merge or Split gives the caller's snapshots back untouched.
+TEST(CacheErrors, FailedMergeKeepsTheCallersSnapshots) {
+  KVCache plain(4);
+  RotatingKVCache ring(4, 2), wide(8, 2);
+  Decode(plain, 0, 8);
+  Decode(ring, 0, 8);
+  Decode(wide, 0, 8);
+  auto late = plain.Snapshot(6);
+  auto early = plain.Snapshot(2);
+  const Snapshot* late_ptr = late.get();
+  const Snapshot* early_ptr = early.get();
+  EXPECT_THROW(plain.Merge(std::move(late), std::move(early)), SnapshotError);
+  EXPECT_EQ(late.get(), late_ptr);
+  EXPECT_EQ(early.get(), early_ptr);
+  EXPECT_EQ(late->FromOffset(), 6);
+  EXPECT_EQ(early->FromOffset(), 2);
+  auto ring_snap = ring.Snapshot(0);
+  const Snapshot* ring_ptr = ring_snap.get();
+  EXPECT_THROW(plain.Merge(std::move(early), std::move(ring_snap)), SnapshotError);
+  EXPECT_EQ(early.get(), early_ptr);
+  EXPECT_EQ(ring_snap.get(), ring_ptr);
+  EXPECT_THROW(ring.Merge(std::move(ring_snap), std::move(late)), SnapshotError);
+  EXPECT_EQ(ring_snap.get(), ring_ptr);
+  EXPECT_EQ(late.get(), late_ptr);
+  auto wide_snap = wide.Snapshot(0);
+  EXPECT_THAT(
+      [&] {
+        try {
+          (void)ring.Merge(std::move(ring_snap), std::move(wide_snap));
+        } catch (const Error& e) {
+          return std::string(e.what());
+        }
+        return std::string();
+      }(),
+      HasSubstr("[RotatingKVCache::Merge] the child holds a window of 8, the cache 4"));
+  EXPECT_EQ(ring_snap.get(), ring_ptr);
+  EXPECT_NE(wide_snap, nullptr);
+  EXPECT_THROW(plain.Split(std::move(ring_snap), 2), SnapshotError);
+  EXPECT_EQ(ring_snap.get(), ring_ptr);
+  EXPECT_THROW(ring.Split(std::move(late), 2), SnapshotError);
+  EXPECT_EQ(late.get(), late_ptr);
+  // Success consumes the inputs.
+  auto a = plain.Snapshot(0);
+  auto b = plain.Split(plain.Snapshot(0), 4);
+  auto merged = plain.Merge(std::move(b.first), std::move(b.second));
+  EXPECT_EQ(b.first, nullptr);   // NOLINT(bugprone-use-after-move): consumed
+  EXPECT_EQ(b.second, nullptr);  // NOLINT(bugprone-use-after-move)
+  EXPECT_EQ(merged->ToOffset(), 8);
+  auto c = plain.Split(std::move(a), 3);
+  EXPECT_EQ(a, nullptr);  // NOLINT(bugprone-use-after-move)
+}
+
+// Split points far outside the span (no overflow computing at - from).
+TEST(CacheErrors, SplitAtExtremePoints) {
+  KVCache plain(4);
+  Decode(plain, 0, 8);
+  auto [none, all] = plain.Split(plain.Snapshot(5), INT_MIN);
+  EXPECT_EQ(none, nullptr);
+  ASSERT_NE(all, nullptr);
+  EXPECT_EQ(all->FromOffset(), 5);
+  auto [whole, empty] = plain.Split(std::move(all), INT_MAX);
+  EXPECT_EQ(empty, nullptr);
+  ASSERT_NE(whole, nullptr);
+  EXPECT_EQ(whole->ToOffset(), 8);
+}
+
+// Offsets are ints: an Update that would pass INT_MAX is an Error, not a
+// gsl::narrowing_error (nor an overflow in a speculation wrapper).
+TEST(CacheErrors, OffsetNearIntMaxFromAnImportedSnapshot) {
+  RotatingKVCache source(4, 2);
+  Decode(source, 0, 6);
+  SnapshotData data = ExportSnapshot(*source.Snapshot(0));
+  data.from = INT_MAX - 10;
+  data.to = INT_MAX - 1;
+  const auto imported = ImportSnapshot(data, 4, 2);
+  RotatingKVCache ring(4, 2);
+  ASSERT_TRUE(ring.Restore(imported.get(), INT_MAX - 1));
+  Decode(ring, 0, 1);  // reaches INT_MAX
+  const auto [k, v] = Tokens(9, 1);
+  const auto [k3, v3] = Tokens(9, 3);
+  ExpectThrowsUnchanged(
+      ring, [&] { ring.Update(k, v); },
+      "[RotatingKVCache::Update] offset 2147483647 + 1 new tokens would exceed 2147483647");
+  ASSERT_TRUE(ring.Restore(imported.get(), INT_MAX - 1));
+  ExpectThrowsUnchanged(
+      ring, [&] { ring.Update(k3, v3); },
+      "[RotatingKVCache::Update] offset 2147483646 + 3 new tokens would exceed 2147483647");
+  AttentionCache* caches[] = {&ring};
+  Speculation spec = BeginSpeculation(caches);
+  ExpectThrowsUnchanged(
+      ring, [&] { spec.Caches()[0]->Update(k3, v3); },
+      "offset 2147483646 + 3 new tokens would exceed 2147483647");
+  EXPECT_EQ(spec.Caches()[0]->Offset(), INT_MAX - 1);
+  spec.Caches()[0]->Update(k, v);  // exactly INT_MAX
+  spec.Commit(1);
+  EXPECT_EQ(ring.Offset(), INT_MAX);
 }
 
 }  // namespace

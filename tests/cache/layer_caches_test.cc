@@ -1,7 +1,13 @@
-// LayerCaches: a Gemma-style stack, managed all at once and atomically.
+// LayerCaches: a Gemma-style stack, managed all at once and atomically; the
+// one-offset rule; failed Merge/Split leave the caller's snapshots intact.
 #include "ringkv/layer_caches.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <functional>
+#include <stdexcept>
+#include <string>
 
 #include "cache_test_util.h"
 #include "ringkv/error.h"
@@ -108,6 +114,122 @@ TEST(LayerCaches, MergeAndSplitPerLayer) {
   EXPECT_EQ(b->Layer(1)->FromOffset(), 2);
   // Non-adjacent: rejected before any layer is merged.
   EXPECT_THROW(caches.Merge(caches.Snapshot(4), caches.Snapshot(1)), SnapshotError);
+}
+
+// The message of the Error `call` throws (a failure when it throws nothing, or
+// anything that is not a ringkv::Error).
+template <class Call>
+std::string ErrorOf(Call&& call) {
+  try {
+    call();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "no ringkv::Error";
+  return {};
+}
+
+TEST(LayerCaches, LayersThatDivergeAreReportedByTheNextJointOperation) {
+  LayerCaches caches = LayerCaches::Interleaved(4, 2, 8, 2);
+  Decode(caches, 0, 5);
+  EXPECT_EQ(caches.Offset(), 5);
+  const auto [k, v] = Tokens(5, 1);
+  caches[0].Update(k, v);  // a forward that stopped after layer 0
+  caches[1].Update(k, v);
+  const auto before = AllPositions(caches);
+  // Offsets() stays a diagnostic; every operation that needs one offset refuses.
+  EXPECT_EQ(caches.Offsets(), (std::vector<int>{6, 6, 5, 5}));
+  const std::string expected = "the layers are at different offsets: [6, 6, 5, 5]";
+  EXPECT_THAT(ErrorOf([&] { (void)caches.Offset(); }),
+              testing::HasSubstr("[LayerCaches::Offset] " + expected));
+  EXPECT_THAT(ErrorOf([&] { (void)caches.Snapshot(0); }),
+              testing::HasSubstr("[LayerCaches::Snapshot] " + expected));
+  EXPECT_EQ(AllPositions(caches), before);
+  // Restore always ends with every layer at `target` (or changes nothing): it is
+  // the way back to one offset, as is Free().
+  EXPECT_FALSE(caches.Restore(nullptr, 6));
+  EXPECT_EQ(AllPositions(caches), before);
+  ASSERT_TRUE(caches.Restore(nullptr, 5));
+  EXPECT_EQ(caches.Offset(), 5);
+  EXPECT_NE(caches.Snapshot(0), nullptr);
+}
+
+TEST(LayerCaches, SnapshotsWhoseLayersDisagreeAreRefused) {
+  LayerCaches caches = LayerCaches::Interleaved(2, 2, 8, 2);  // ring(8), full
+  Decode(caches, 0, 4);
+  auto parent = caches.Snapshot(0);
+  Decode(caches, 4, 3);
+  // A hand-made snapshot: the ring layer at 7, the full layer's span [4, 6).
+  std::vector<std::unique_ptr<Snapshot>> layers;
+  layers.push_back(caches[0].Snapshot(4));
+  layers.push_back(caches[1].Split(caches[1].Snapshot(4), 6).first);
+  auto child = std::make_unique<LayerSnapshot>(std::move(layers));
+  EXPECT_THAT(ErrorOf([&] { (void)caches.Merge(std::move(parent), std::move(child)); }),
+              testing::HasSubstr("[LayerCaches::Merge] the child's layers end at different "
+                                 "offsets: [7, 6]"));
+  ASSERT_NE(parent, nullptr);
+  ASSERT_NE(child, nullptr);
+  EXPECT_THAT(ErrorOf([&] { (void)caches.Split(std::move(child), 5); }),
+              testing::HasSubstr("[LayerCaches::Split] the snapshot's layers end at different "
+                                 "offsets: [7, 6]"));
+  ASSERT_NE(child, nullptr);
+  EXPECT_EQ(child->Layer(1)->ToOffset(), 6);
+}
+
+// A failed Merge or Split leaves both of the caller's snapshots as they were.
+TEST(LayerCaches, FailedMergeAndSplitKeepTheCallersSnapshots) {
+  LayerCaches caches = LayerCaches::Interleaved(2, 2, 8, 2);  // ring(8), full
+  Decode(caches, 0, 6);
+  auto late = caches.Snapshot(4);   // [4, 6)
+  auto early = caches.Snapshot(1);  // [1, 6): not adjacent to `late`
+  const Snapshot* late_layers[] = {late->Layer(0), late->Layer(1)};
+  const Snapshot* early_layers[] = {early->Layer(0), early->Layer(1)};
+  EXPECT_THROW(caches.Merge(std::move(late), std::move(early)), SnapshotError);
+  ASSERT_NE(late, nullptr);
+  ASSERT_NE(early, nullptr);
+  for (std::size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(late->Layer(i), late_layers[i]);
+    EXPECT_EQ(early->Layer(i), early_layers[i]);
+  }
+  EXPECT_EQ(late->Layer(1)->FromOffset(), 4);
+  EXPECT_EQ(early->Layer(1)->FromOffset(), 1);
+  // Still usable: restore the intact snapshot.
+  caches.Free();
+  Decode(caches, 0, 1);
+  ASSERT_TRUE(caches.Restore(early.get(), 6));
+  EXPECT_EQ(Positions(caches[1].State()), Range(0, 6));
+  // Another stack's layer kinds: Split refuses before moving any layer.
+  LayerCaches swapped = LayerCaches::Interleaved(2, 1, 8, 2);  // full, full
+  EXPECT_THROW(swapped.Split(std::move(early), 3), SnapshotError);
+  ASSERT_NE(early, nullptr);
+  EXPECT_EQ(early->Layer(0), early_layers[0]);
+  EXPECT_EQ(early->Layer(1), early_layers[1]);
+  // A successful Merge consumes both inputs.
+  auto first = caches.Snapshot(0);
+  Decode(caches, 6, 2);
+  auto second = caches.Snapshot(6);
+  auto merged = caches.Merge(std::move(first), std::move(second));
+  ASSERT_NE(merged, nullptr);
+  EXPECT_EQ(first, nullptr);   // NOLINT(bugprone-use-after-move): defined as consumed
+  EXPECT_EQ(second, nullptr);  // NOLINT(bugprone-use-after-move)
+  EXPECT_EQ(merged->Layer(1)->ToOffset(), 8);
+}
+
+TEST(LayerCaches, LayerSnapshotIndexOutOfRangeIsAnError) {
+  LayerCaches caches = LayerCaches::Interleaved(2, 2, 8, 2);
+  Decode(caches, 0, 3);
+  auto snap = caches.Snapshot(0);
+  const Snapshot* layer1 = snap->Layer(1);
+  for (const auto& call : std::vector<std::function<void()>>{[&] { (void)snap->Layer(2); },
+                                                             [&] { (void)snap->Release(7); },
+                                                             [&] { snap->Reset(2, nullptr); }}) {
+    const std::string message = ErrorOf(call);
+    EXPECT_THAT(message, testing::HasSubstr("is out of range for 2 layers"));
+  }
+  EXPECT_THAT(ErrorOf([&] { (void)snap->Layer(2); }),
+              testing::HasSubstr("[LayerSnapshot::Layer] layer 2 is out of range for 2 layers"));
+  EXPECT_EQ(snap->Layers(), 2u);
+  EXPECT_EQ(snap->Layer(1), layer1);
 }
 
 }  // namespace

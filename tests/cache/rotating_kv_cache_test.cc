@@ -255,5 +255,26 @@ TEST(RotatingKVCache, MemoryStaysBounded) {
   EXPECT_LE(cache.AllocatedBytes(), (63u + 40u + 2u * 16u) * 2u * 4u * 4u);
 }
 
+// A million decode steps: memory stays flat and the window stays right (the
+// view generation is a counter, nothing accumulates per step).
+TEST(RotatingKVCache, FlatOverAMillionDecodeSteps) {
+  RotatingKVCache cache(64, 16);
+  const test::Dims dims{1, 4, 4, DType::kF32};
+  const auto [k, v] = Tokens(7, 1, dims);
+  const std::size_t bound = (64u + 2u * 16u) * 2u * 4u * 4u;
+  std::size_t most = 0;
+  for (int step = 0; step < 1'000'000; ++step) {
+    cache.Update(k, v);
+    most = std::max(most, cache.AllocatedBytes());
+  }
+  EXPECT_LE(most, bound);
+  EXPECT_EQ(cache.Offset(), 1'000'000);
+  EXPECT_EQ(cache.RingIndex(), 1'000'000 % 64 == 0 ? 64 : 1'000'000 % 64);
+  const auto [last_k, last_v] = Tokens(1'000'000, 1, dims);
+  const KVHistory history = cache.Update(last_k, last_v);
+  EXPECT_EQ(history.Kv().Length(), 64);
+  EXPECT_EQ(Positions(cache.View().Kv()).back(), 1'000'000);
+}
+
 }  // namespace
 }  // namespace ringkv

@@ -1,17 +1,22 @@
 // Speculation: commit of 0, some and all drafted tokens on both cache kinds,
 // before and after the ring wraps; the isolated mode leaves the live caches
-// bit-identical.
+// bit-identical; an abandoned speculation rolls every layer back; Commit's edge
+// cases (huge n, a second Commit, uneven drafts).
 #include "ringkv/speculation.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <climits>
 #include <cmath>
 #include <random>
+#include <stdexcept>
 
 #include "cache_test_util.h"
 #include "ringkv/attention.h"
 #include "ringkv/error.h"
 #include "ringkv/kv_cache.h"
+#include "ringkv/layer_caches.h"
 #include "ringkv/rotating_kv_cache.h"
 
 namespace ringkv {
@@ -162,6 +167,194 @@ TEST(Speculation, RotatingDraftAttentionParity) {
                                                 AttentionMask::SlidingWindow(5), 0.25f, ctx);
   const auto a = got.ToVector(), b = want.ToVector();
   for (std::size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-5);
+}
+
+}  // namespace
+}  // namespace ringkv
+
+namespace ringkv {
+namespace {
+
+// Everything observable about a stack: per layer its offset, every stored bit,
+// the ring cursor and the bytes held.
+struct StackState {
+  std::vector<int> offsets;
+  std::vector<std::vector<float>> keys, values;
+  std::vector<int> ring_indices;
+  std::vector<std::size_t> bytes;
+  explicit StackState(const LayerCaches& caches) {
+    for (std::size_t i = 0; i < caches.Size(); ++i) {
+      const Cache& layer = caches[i];
+      offsets.push_back(layer.Offset());
+      const Bits bits(layer);
+      keys.push_back(bits.keys);
+      values.push_back(bits.values);
+      if (const auto* ring = dynamic_cast<const RotatingKVCache*>(&layer)) {
+        ring_indices.push_back(ring->RingIndex());
+        bytes.push_back(ring->AllocatedBytes());
+      } else {
+        ring_indices.push_back(-1);
+        bytes.push_back(dynamic_cast<const KVCache&>(layer).AllocatedBytes());
+      }
+    }
+  }
+  bool operator==(const StackState&) const = default;
+};
+
+// ring(4), full, ring(4), full with blocks of 2, after `tokens` decode steps.
+LayerCaches MixedStack(int tokens) {
+  LayerCaches caches = LayerCaches::Interleaved(4, 2, 4, 2);
+  for (std::size_t i = 0; i < caches.Size(); ++i) Feed(caches[i], 0, tokens);
+  return caches;
+}
+
+// Drafts positions [first, first + count) into the wrappers of layers [0, layers).
+void Draft(const Speculation& spec, std::size_t layers, int first, int count) {
+  const auto [k, v] = Tokens(first, count);
+  for (std::size_t i = 0; i < layers; ++i) spec.Caches()[i]->Update(k, v);
+}
+
+TEST(Speculation, AbandonedSpeculationRollsEveryLayerBack) {
+  for (int before : {3, 6}) {  // before and after the rings wrap
+    for (int count : {1, 3}) {
+      SCOPED_TRACE(testing::Message() << "before " << before << " drafted " << count);
+      LayerCaches caches = MixedStack(before);
+      const StackState start(caches);
+      {
+        const std::vector<AttentionCache*> layers = caches.Caches();
+        Speculation spec = BeginSpeculation(layers);
+        Draft(spec, caches.Size(), before, count);
+        EXPECT_EQ(caches[1].Offset(), before + count);  // the full layers wrote through
+      }                                                 // no Commit
+      EXPECT_TRUE(StackState(caches) == start);
+      // The stack goes on exactly like one that never speculated.
+      LayerCaches expected = MixedStack(before + 2);
+      for (std::size_t i = 0; i < caches.Size(); ++i) Feed(caches[i], before, 2);
+      EXPECT_TRUE(StackState(caches) == StackState(expected));
+    }
+  }
+}
+
+TEST(Speculation, AnExceptionInTheForwardRollsEveryLayerBack) {
+  LayerCaches caches = MixedStack(6);
+  const StackState start(caches);
+  const std::vector<AttentionCache*> layers = caches.Caches();
+  const auto forward = [&] {
+    Speculation spec = BeginSpeculation(layers);
+    const auto [k, v] = Tokens(6, 3);
+    for (std::size_t i = 0; i < layers.size(); ++i) {
+      if (i == 3) throw std::runtime_error("the model failed in layer 3");
+      spec.Caches()[i]->Update(k, v);
+    }
+    spec.Commit(2);
+  };
+  EXPECT_THROW(forward(), std::runtime_error);
+  EXPECT_TRUE(StackState(caches) == start);
+}
+
+TEST(Speculation, MoveAssigningOverAnOpenSpeculationRollsItBack) {
+  LayerCaches caches = MixedStack(5);
+  const StackState start(caches);
+  const std::vector<AttentionCache*> layers = caches.Caches();
+  Speculation spec = BeginSpeculation(layers);
+  Draft(spec, layers.size(), 5, 2);
+  spec = BeginSpeculation(std::vector<AttentionCache*>{});  // ends the first one
+  EXPECT_TRUE(StackState(caches) == start);
+  Speculation moved = BeginSpeculation(layers);
+  Draft(moved, layers.size(), 5, 2);
+  Speculation target = std::move(moved);  // the moved-from object no longer owns it
+  target.Commit(1);
+  EXPECT_EQ(caches.Offsets(), std::vector<int>(4, 6));
+}
+
+TEST(Speculation, CommitClampsHugeCountsWithoutOverflow) {
+  for (int n : {INT_MAX, INT_MAX - 1, 3, 100}) {
+    SCOPED_TRACE(n);
+    LayerCaches caches = MixedStack(6);
+    LayerCaches expected = MixedStack(6);  // + the three tokens in one Update (the concat path)
+    const auto [k, v] = Tokens(6, 3);
+    for (std::size_t i = 0; i < expected.Size(); ++i) expected[i].Update(k, v);
+    const std::vector<AttentionCache*> layers = caches.Caches();
+    Speculation spec = BeginSpeculation(layers);
+    Draft(spec, layers.size(), 6, 3);
+    spec.Commit(n);  // all three drafted tokens
+    EXPECT_EQ(caches.Offsets(), std::vector<int>(4, 9));
+    EXPECT_TRUE(StackState(caches) == StackState(expected));
+  }
+  for (int n : {INT_MIN, -1, 0}) {
+    SCOPED_TRACE(n);
+    LayerCaches caches = MixedStack(6);
+    const StackState start(caches);
+    const std::vector<AttentionCache*> layers = caches.Caches();
+    Speculation spec = BeginSpeculation(layers);
+    Draft(spec, layers.size(), 6, 3);
+    spec.Commit(n);  // none
+    EXPECT_TRUE(StackState(caches) == start);
+  }
+}
+
+TEST(Speculation, ASecondCommitThrowsAndChangesNothing) {
+  LayerCaches caches = MixedStack(6);
+  const std::vector<AttentionCache*> layers = caches.Caches();
+  Speculation spec = BeginSpeculation(layers);
+  Draft(spec, layers.size(), 6, 3);
+  spec.Commit(2);
+  const StackState committed(caches);
+  EXPECT_EQ(committed.offsets, std::vector<int>(4, 8));
+  try {
+    spec.Commit(2);
+    ADD_FAILURE() << "a second Commit did not throw";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), testing::HasSubstr("[Speculation::Commit] the speculation was already "
+                                             "committed"));
+  }
+  EXPECT_TRUE(StackState(caches) == committed);
+  // The wrappers are closed too: a late draft must not reach the live caches.
+  const auto [k, v] = Tokens(8, 1);
+  for (AttentionCache* wrapper : spec.Caches()) {
+    EXPECT_THROW(wrapper->Update(k, v), Error);
+  }
+  EXPECT_TRUE(StackState(caches) == committed);
+  Speculation moved = std::move(spec);
+  EXPECT_THROW(spec.Commit(0), Error);  // NOLINT(bugprone-use-after-move): defined to throw
+}
+
+TEST(Speculation, CommitRejectsLayersThatDraftedDifferentCounts) {
+  LayerCaches caches = MixedStack(6);
+  const StackState start(caches);
+  const std::vector<AttentionCache*> layers = caches.Caches();
+  Speculation spec = BeginSpeculation(layers);
+  Draft(spec, 2, 6, 3);  // a forward that stopped after layer 1
+  try {
+    spec.Commit(2);
+    ADD_FAILURE() << "no exception";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), testing::HasSubstr("drafted tokens per layer [3, 3, 0, 0]"));
+  }
+  EXPECT_EQ(caches.Offsets(), (std::vector<int>{6, 9, 6, 6}));  // nothing committed yet
+  spec = BeginSpeculation(std::vector<AttentionCache*>{});      // abandoned: rolled back
+  EXPECT_TRUE(StackState(caches) == start);
+}
+
+TEST(Speculation, BeginRejectsCachesAtDifferentOffsets) {
+  LayerCaches caches = MixedStack(6);
+  Feed(caches[1], 6, 1);  // only one layer moves on
+  const StackState before(caches);
+  try {
+    (void)BeginSpeculation(caches.Caches());
+    ADD_FAILURE() << "no exception";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), testing::HasSubstr("[BeginSpeculation] the caches are at different "
+                                             "offsets: [6, 7, 6, 6]"));
+  }
+  try {
+    (void)BeginIsolatedSpeculation(caches.Caches());
+    ADD_FAILURE() << "no exception";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), testing::HasSubstr("[BeginIsolatedSpeculation] the caches are at "
+                                             "different offsets: [6, 7, 6, 6]"));
+  }
+  EXPECT_TRUE(StackState(caches) == before);
 }
 
 }  // namespace

@@ -11,12 +11,69 @@ std::size_t KvLayout::BytesPerToken() const noexcept {
   return static_cast<std::size_t>(heads * (k_dim + v_dim)) * SizeOf(dtype);
 }
 
-BlockStore::BlockStore(std::int64_t block_tokens) noexcept : block_tokens_(block_tokens) {
+BlockStore::BlockStore(std::int64_t block_tokens)
+    : block_tokens_(block_tokens), epoch_(std::make_shared<ViewEpoch>()) {
   Expects(block_tokens > 0);
 }
 
+BlockStore::BlockStore(const BlockStore& other)
+    : block_tokens_(other.block_tokens_),
+      layout_(other.layout_),
+      has_layout_(other.has_layout_),
+      blocks_(other.blocks_),
+      head_(other.head_),
+      length_(other.length_),
+      epoch_(std::make_shared<ViewEpoch>()) {}
+
+BlockStore& BlockStore::operator=(const BlockStore& other) {
+  if (this == &other) return *this;
+  blocks_ = other.blocks_;  // the only step that allocates: nothing changed if it throws
+  InvalidateViews();
+  block_tokens_ = other.block_tokens_;
+  layout_ = other.layout_;
+  has_layout_ = other.has_layout_;
+  head_ = other.head_;
+  length_ = other.length_;
+  return *this;
+}
+
+BlockStore::BlockStore(BlockStore&& other) noexcept
+    : block_tokens_(other.block_tokens_),
+      layout_(other.layout_),
+      has_layout_(other.has_layout_),
+      blocks_(std::move(other.blocks_)),
+      head_(other.head_),
+      length_(other.length_) {
+  // Views of `other` name `other`, not this store: they must go stale. The epoch
+  // object is reused (this store has no views yet).
+  other.InvalidateViews();
+  epoch_ = std::move(other.epoch_);
+  other.blocks_.clear();
+  other.head_ = 0;
+  other.length_ = 0;
+}
+
+BlockStore& BlockStore::operator=(BlockStore&& other) noexcept {
+  if (this == &other) return *this;
+  InvalidateViews();
+  other.InvalidateViews();
+  block_tokens_ = other.block_tokens_;
+  layout_ = other.layout_;
+  has_layout_ = other.has_layout_;
+  blocks_ = std::move(other.blocks_);
+  head_ = other.head_;
+  length_ = other.length_;
+  other.blocks_.clear();
+  other.head_ = 0;
+  other.length_ = 0;
+  return *this;
+}
+
+BlockStore::~BlockStore() { InvalidateViews(); }
+
 void BlockStore::SetLayout(const KvLayout& layout) noexcept {
   Expects(length_ == 0 || layout == layout_);
+  InvalidateViews();
   layout_ = layout;
   has_layout_ = true;
 }
@@ -45,6 +102,7 @@ BlockStore::Block& BlockStore::Writable(std::size_t block) {
 
 void BlockStore::Resize(std::int64_t length) {
   Expects(length >= 0);
+  InvalidateViews();
   if (length == 0) {
     Clear();
     return;
@@ -67,6 +125,7 @@ void BlockStore::Resize(std::int64_t length) {
 
 void BlockStore::DropFront(std::int64_t n) {
   Expects(n >= 0 && n <= length_);
+  InvalidateViews();
   if (n == length_) {
     Clear();
     return;
@@ -79,6 +138,7 @@ void BlockStore::DropFront(std::int64_t n) {
 }
 
 void BlockStore::Clear() noexcept {
+  InvalidateViews();
   blocks_.clear();
   head_ = 0;
   length_ = 0;
@@ -93,6 +153,7 @@ void BlockStore::Reset() noexcept {
 void BlockStore::Write(std::int64_t slot, const Tensor& keys, const Tensor& values) {
   const std::int64_t count = keys.Dim(2);
   Expects(slot >= 0 && slot + count <= length_);
+  InvalidateViews();
   std::int64_t consumed = 0;
   ForEachRun(slot, slot + count, [&](std::size_t block, std::int64_t row, std::int64_t rows) {
     Block& target = Writable(block);
@@ -105,6 +166,7 @@ void BlockStore::Write(std::int64_t slot, const Tensor& keys, const Tensor& valu
 void BlockStore::Append(const Tensor& keys, const Tensor& values) {
   const std::int64_t count = keys.Dim(2);
   const std::int64_t start = length_;
+  InvalidateViews();
   if (length_ == 0) {
     blocks_.clear();
     head_ = 0;
@@ -119,11 +181,13 @@ void BlockStore::Append(const Tensor& keys, const Tensor& values) {
 
 void BlockStore::AppendCopyOf(const BlockStore& src, std::int64_t begin, std::int64_t end) {
   Expects(begin >= 0 && begin <= end && end <= src.length_);
+  InvalidateViews();
   src.ForEachSegment(begin, end, [&](const Segment& seg) { Append(seg.keys, seg.values); });
 }
 
 void BlockStore::AppendFrom(const BlockStore& src, std::int64_t begin, std::int64_t end) {
   Expects(begin >= 0 && begin <= end && end <= src.length_);
+  InvalidateViews();
   if (begin == end) return;
   Expects(src.has_layout_ && (!has_layout_ || src.layout_ == layout_));
   if (!has_layout_) SetLayout(src.layout_);

@@ -10,9 +10,12 @@
 //
 // Blocks are reference counted. Copying a BlockStore shares its blocks (O(blocks),
 // no data copy); a write into a block that another store still holds clones that
-// one block first (copy-on-write). Views handed out by Segment() share the
-// block's Storage but not its reference count: like iterators they see later
-// in-place writes and are invalidated by the next mutating call.
+// one block first (copy-on-write). Tensors handed out by View() share the
+// block's Storage (they keep it alive) but not its place in the store.
+//
+// Views (KvView) name a store and a slot range; every mutation of the store
+// bumps its ViewEpoch, so a view can tell that it is stale instead of reading
+// blocks that were released or rewritten.
 
 #include <algorithm>
 #include <cstdint>
@@ -34,11 +37,24 @@ struct KvLayout {
   std::size_t BytesPerToken() const noexcept;  // K and V together
 };
 
+// A store's view generation, shared with the views taken of it so that it
+// outlives the store: a view of a destroyed store still reads a bumped value.
+struct ViewEpoch {
+  std::uint64_t generation = 0;
+};
+
 class BlockStore {
  public:
   static constexpr std::int64_t kDefaultBlockTokens = 256;
 
-  explicit BlockStore(std::int64_t block_tokens = kDefaultBlockTokens) noexcept;
+  explicit BlockStore(std::int64_t block_tokens = kDefaultBlockTokens);
+  // Copies share the blocks but not the epoch: views of one never follow the other.
+  BlockStore(const BlockStore& other);
+  BlockStore& operator=(const BlockStore& other);
+  // A moved-from store is empty, and views of it are stale.
+  BlockStore(BlockStore&& other) noexcept;
+  BlockStore& operator=(BlockStore&& other) noexcept;
+  ~BlockStore();
 
   // A run of consecutive slots inside one block, as [1, Hkv, n, D] / [1, Hkv, n, Dv] views.
   struct Segment {
@@ -95,6 +111,15 @@ class BlockStore {
   bool SameBlock(std::size_t block, const BlockStore& other,
                  std::size_t other_block) const noexcept;
 
+  // The epoch views of this store record; null only in a moved-from store.
+  const std::shared_ptr<ViewEpoch>& Epoch() const noexcept { return epoch_; }
+  // Makes every view taken so far stale. Every mutator below calls it; the
+  // caches also call it for changes outside the store (a ring rewind moves
+  // only the cursor).
+  void InvalidateViews() noexcept {
+    if (epoch_ != nullptr) ++epoch_->generation;
+  }
+
  private:
   struct Block {
     Tensor keys;    // [1, Hkv, block_tokens, D]
@@ -110,6 +135,7 @@ class BlockStore {
   std::vector<std::shared_ptr<Block>> blocks_;
   std::int64_t head_ = 0;    // row of slot 0 inside blocks_[0], in [0, block_tokens)
   std::int64_t length_ = 0;  // slots; blocks_ covers exactly head_ + length_ rows, rounded up
+  std::shared_ptr<ViewEpoch> epoch_;
 };
 
 template <class Fn>

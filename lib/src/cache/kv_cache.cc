@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <gsl/assert>
-#include <gsl/narrow>
 
 #include "block_store.h"
 #include "kv_input.h"
@@ -12,10 +11,10 @@
 #include "snapshots.h"
 
 namespace ringkv {
-namespace {
+namespace detail {
 
-const detail::KvSnapshot& AsKv(const char* function, const Snapshot& snapshot) {
-  const auto* kv = dynamic_cast<const detail::KvSnapshot*>(&snapshot);
+const KvSnapshot& AsKv(const char* function, const Snapshot& snapshot) {
+  const auto* kv = dynamic_cast<const KvSnapshot*>(&snapshot);
   if (kv == nullptr) {
     throw SnapshotError(fmt::format(
         "[{}] the snapshot was made by another cache kind (a RotatingKVCache), not a KVCache",
@@ -23,6 +22,61 @@ const detail::KvSnapshot& AsKv(const char* function, const Snapshot& snapshot) {
   }
   return *kv;
 }
+
+void CheckKvMerge(const char* function, const KvSnapshot& parent, const KvSnapshot& child) {
+  if (parent.ToOffset() != child.FromOffset()) {
+    throw SnapshotError(fmt::format("[{}] parent covers [{}, {}), child [{}, {}): not adjacent",
+                                    function, parent.FromOffset(), parent.ToOffset(),
+                                    child.FromOffset(), child.ToOffset()));
+  }
+  const KvLayout& p = parent.Data().Layout();
+  const KvLayout& c = child.Data().Layout();
+  if (!(p == c)) {
+    throw SnapshotError(fmt::format(
+        "[{}] the parent holds heads {} head dims {}/{} {}, the child heads {} head dims {}/{} {}",
+        function, p.heads, p.k_dim, p.v_dim, DTypeName(p.dtype), c.heads, c.k_dim, c.v_dim,
+        DTypeName(c.dtype)));
+  }
+}
+
+void CheckRestoreLayout(const char* function, const BlockStore& snapshot, const BlockStore& cache) {
+  if (!cache.HasLayout() || snapshot.Layout() == cache.Layout()) return;
+  const KvLayout& s = snapshot.Layout();
+  const KvLayout& c = cache.Layout();
+  throw SnapshotError(fmt::format(
+      "[{}] the snapshot holds heads {} head dims {}/{} {}, the cache heads {} head dims {}/{} {}",
+      function, s.heads, s.k_dim, s.v_dim, DTypeName(s.dtype), c.heads, c.k_dim, c.v_dim,
+      DTypeName(c.dtype)));
+}
+
+std::unique_ptr<Snapshot> MergeKv(const KvSnapshot& parent, const KvSnapshot& child) {
+  BlockStore merged = parent.Data();
+  merged.AppendFrom(child.Data(), 0, child.Data().Length());
+  return std::make_unique<KvSnapshot>(std::move(merged), parent.FromOffset(), child.ToOffset());
+}
+
+std::int64_t SplitPoint(const Snapshot& snapshot, int at) noexcept {
+  return std::int64_t{at} - snapshot.FromOffset();
+}
+
+std::pair<std::unique_ptr<Snapshot>, std::unique_ptr<Snapshot>> SplitKv(const KvSnapshot& snapshot,
+                                                                        int at) {
+  const std::int64_t split = SplitPoint(snapshot, at);
+  const std::int64_t length = snapshot.ToOffset() - snapshot.FromOffset();
+  Expects(split > 0 && split < length);
+  // Both halves share the blocks; the one straddling `at` is shared by both.
+  auto first =
+      std::make_unique<KvSnapshot>(snapshot.Data().Share(0, split), snapshot.FromOffset(), at);
+  auto second =
+      std::make_unique<KvSnapshot>(snapshot.Data().Share(split, length), at, snapshot.ToOffset());
+  return {std::move(first), std::move(second)};
+}
+
+}  // namespace detail
+
+namespace {
+
+using detail::AsKv;
 
 std::unique_ptr<detail::BlockStore> MakeStore(const char* function, std::int64_t block_tokens) {
   if (block_tokens < 1) {
@@ -42,7 +96,7 @@ KVHistory KVCache::Update(const Tensor& keys, const Tensor& values) {
   const detail::KvLayout layout = detail::CheckKvInput(
       "KVCache::Update", keys, values, store_->HasLayout() ? &store_->Layout() : nullptr);
   const std::int64_t length = keys.Dim(2);
-  const int new_offset = gsl::narrow<int>(offset_ + length);
+  const int new_offset = detail::AdvancedOffset("KVCache::Update", offset_, length);
   if (!store_->HasLayout()) store_->SetLayout(layout);
   store_->Append(keys, values);
   offset_ = new_offset;
@@ -82,14 +136,7 @@ bool KVCache::Restore(const ringkv::Snapshot* snapshot, int target) {
     return true;
   }
   const detail::KvSnapshot& snap = AsKv("KVCache::Restore", *snapshot);
-  if (store_->HasLayout() && !(snap.Data().Layout() == store_->Layout())) {
-    throw SnapshotError(fmt::format(
-        "[KVCache::Restore] the snapshot holds heads {} head dims {}/{} {}, the cache heads {} "
-        "head dims {}/{} {}",
-        snap.Data().Layout().heads, snap.Data().Layout().k_dim, snap.Data().Layout().v_dim,
-        DTypeName(snap.Data().Layout().dtype), store_->Layout().heads, store_->Layout().k_dim,
-        store_->Layout().v_dim, DTypeName(store_->Layout().dtype)));
-  }
+  detail::CheckRestoreLayout("KVCache::Restore", snap.Data(), *store_);
   if (target > snap.ToOffset() || offset_ < snap.FromOffset()) return false;
   // Rewind to the snapshot's start, then append its tokens: aligned blocks are
   // shared, at most the one boundary block is copied.
@@ -104,38 +151,32 @@ bool KVCache::Restore(const ringkv::Snapshot* snapshot, int target) {
   return true;
 }
 
-std::unique_ptr<Snapshot> KVCache::Merge(std::unique_ptr<ringkv::Snapshot> parent,
-                                         std::unique_ptr<ringkv::Snapshot> child) const {
-  if (parent == nullptr || child == nullptr) return nullptr;  // both released
-  const detail::KvSnapshot& p = AsKv("KVCache::Merge", *parent);
-  const detail::KvSnapshot& c = AsKv("KVCache::Merge", *child);
-  if (p.ToOffset() != c.FromOffset()) {
-    throw SnapshotError(
-        fmt::format("[KVCache::Merge] parent covers [{}, {}), child [{}, {}): not adjacent",
-                    p.FromOffset(), p.ToOffset(), c.FromOffset(), c.ToOffset()));
+std::unique_ptr<Snapshot> KVCache::Merge(std::unique_ptr<ringkv::Snapshot>&& parent,
+                                         std::unique_ptr<ringkv::Snapshot>&& child) const {
+  const detail::KvSnapshot* p = parent == nullptr ? nullptr : &AsKv("KVCache::Merge", *parent);
+  const detail::KvSnapshot* c = child == nullptr ? nullptr : &AsKv("KVCache::Merge", *child);
+  std::unique_ptr<ringkv::Snapshot> merged;
+  if (p != nullptr && c != nullptr) {
+    detail::CheckKvMerge("KVCache::Merge", *p, *c);
+    merged = detail::MergeKv(*p, *c);
   }
-  if (!(p.Data().Layout() == c.Data().Layout())) {
-    throw SnapshotError("[KVCache::Merge] parent and child hold different K/V layouts");
-  }
-  detail::BlockStore merged = p.Data();
-  merged.AppendFrom(c.Data(), 0, c.Data().Length());
-  return std::make_unique<detail::KvSnapshot>(std::move(merged), p.FromOffset(), c.ToOffset());
+  // Consumed only now that nothing can fail (with a null side: both released,
+  // as in the reference).
+  parent.reset();
+  child.reset();
+  return merged;
 }
 
 std::pair<std::unique_ptr<Snapshot>, std::unique_ptr<Snapshot>> KVCache::Split(
-    std::unique_ptr<ringkv::Snapshot> snapshot, int at) const {
+    std::unique_ptr<ringkv::Snapshot>&& snapshot, int at) const {
   if (snapshot == nullptr) return {nullptr, nullptr};
   const detail::KvSnapshot& snap = AsKv("KVCache::Split", *snapshot);
-  const int split = at - snap.FromOffset();
-  const int length = snap.ToOffset() - snap.FromOffset();
+  const std::int64_t split = detail::SplitPoint(snap, at);
   if (split <= 0) return {nullptr, std::move(snapshot)};
-  if (split >= length) return {std::move(snapshot), nullptr};
-  // Both halves share the blocks; the one straddling `at` is shared by both.
-  auto first =
-      std::make_unique<detail::KvSnapshot>(snap.Data().Share(0, split), snap.FromOffset(), at);
-  auto second =
-      std::make_unique<detail::KvSnapshot>(snap.Data().Share(split, length), at, snap.ToOffset());
-  return {std::move(first), std::move(second)};
+  if (split >= snap.ToOffset() - snap.FromOffset()) return {std::move(snapshot), nullptr};
+  auto halves = detail::SplitKv(snap, at);
+  snapshot.reset();
+  return halves;
 }
 
 KVCache KVCache::Fork() const {
@@ -146,6 +187,8 @@ KVCache KVCache::Fork() const {
 }
 
 void KVCache::Swap(KVCache& other) noexcept {
+  store_->InvalidateViews();
+  other.store_->InvalidateViews();
   std::swap(store_, other.store_);
   std::swap(offset_, other.offset_);
 }

@@ -1,42 +1,65 @@
 #include "ringkv/kv_history.h"
 
+#include <fmt/format.h>
+
 #include <gsl/assert>
 #include <gsl/narrow>
 
 #include "block_store.h"
 #include "kernel_args.h"
+#include "ringkv/error.h"
 #include "ringkv/tensor_ops.h"
 
 namespace ringkv {
 
 void KvView::AddRange(const detail::BlockStore* store, std::int64_t begin, std::int64_t end) {
-  Expects(store != nullptr && begin >= 0 && begin <= end && end <= store->Length());
+  Expects(store != nullptr && store->Epoch() != nullptr);
+  Expects(begin >= 0 && begin <= end && end <= store->Length());
   Expects(range_count_ < kMaxRanges);
   Expects(range_count_ == 0 || ranges_[0].store->Layout() == store->Layout());
   if (begin == end) return;
-  ranges_[range_count_++] = Range{store, begin, end};
+  ranges_[range_count_++] = Range{store, begin, end, store->Epoch(), store->Epoch()->generation};
 }
 
-std::int64_t KvView::Length() const noexcept {
+void KvView::CheckCurrent(const char* function) const {
+  for (std::size_t i = 0; i < range_count_; ++i) {
+    const Range& r = ranges_[i];
+    if (r.epoch->generation != r.generation) {
+      throw Error(fmt::format(
+          "[KvView::{}] the view is stale: its cache was changed (Update, Restore, Free, Swap, "
+          "a speculation's Commit or rollback, ...) or destroyed after the view was taken "
+          "(storage run {} at generation {}, now {})",
+          function, i, r.generation, r.epoch->generation));
+    }
+  }
+}
+
+std::int64_t KvView::Length() const {
+  CheckCurrent("Length");
   std::int64_t total = 0;
   for (std::size_t i = 0; i < range_count_; ++i) total += ranges_[i].end - ranges_[i].begin;
   return total;
 }
 
-DType KvView::Dtype() const noexcept {
+DType KvView::Dtype() const {
+  CheckCurrent("Dtype");
   return range_count_ == 0 ? DType::kF32 : ranges_[0].store->Layout().dtype;
 }
-std::int64_t KvView::Heads() const noexcept {
+std::int64_t KvView::Heads() const {
+  CheckCurrent("Heads");
   return range_count_ == 0 ? 0 : ranges_[0].store->Layout().heads;
 }
-std::int64_t KvView::KeyDim() const noexcept {
+std::int64_t KvView::KeyDim() const {
+  CheckCurrent("KeyDim");
   return range_count_ == 0 ? 0 : ranges_[0].store->Layout().k_dim;
 }
-std::int64_t KvView::ValueDim() const noexcept {
+std::int64_t KvView::ValueDim() const {
+  CheckCurrent("ValueDim");
   return range_count_ == 0 ? 0 : ranges_[0].store->Layout().v_dim;
 }
 
 std::vector<Tensor> KvView::KeySegments() const {
+  CheckCurrent("KeySegments");
   std::vector<Tensor> out;
   for (std::size_t i = 0; i < range_count_; ++i) {
     ranges_[i].store->ForEachSegment(
@@ -47,6 +70,7 @@ std::vector<Tensor> KvView::KeySegments() const {
 }
 
 std::vector<Tensor> KvView::ValueSegments() const {
+  CheckCurrent("ValueSegments");
   std::vector<Tensor> out;
   for (std::size_t i = 0; i < range_count_; ++i) {
     ranges_[i].store->ForEachSegment(
@@ -57,18 +81,21 @@ std::vector<Tensor> KvView::ValueSegments() const {
 }
 
 Tensor KvView::ConcatKeys() const {
+  CheckCurrent("ConcatKeys");
   if (range_count_ == 0) return Tensor();
   const std::vector<Tensor> parts = KeySegments();
   return Concatenate(parts, 2);
 }
 
 Tensor KvView::ConcatValues() const {
+  CheckCurrent("ConcatValues");
   if (range_count_ == 0) return Tensor();
   const std::vector<Tensor> parts = ValueSegments();
   return Concatenate(parts, 2);
 }
 
 std::vector<kernels::KvSegment> KvView::KernelSegments() const {
+  CheckCurrent("KernelSegments");
   std::vector<kernels::KvSegment> out;
   for (std::size_t i = 0; i < range_count_; ++i) {
     ranges_[i].store->ForEachSegment(ranges_[i].begin, ranges_[i].end,

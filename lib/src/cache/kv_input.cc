@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <gsl/assert>
+#include <limits>
+
 #include "ringkv/error.h"
 #include "ringkv/format.h"
 
@@ -70,6 +73,16 @@ KvLayout CheckKvInput(const char* function, const Tensor& keys, const Tensor& va
 
 void CheckTarget(const char* function, int target) {
   if (target < 0) throw Error(fmt::format("[{}] target {} is negative", function, target));
+}
+
+int AdvancedOffset(const char* function, int offset, std::int64_t length) {
+  Expects(length >= 0);
+  constexpr int kMax = std::numeric_limits<int>::max();
+  if (length > kMax - offset) {
+    throw Error(fmt::format("[{}] offset {} + {} new tokens would exceed {}", function, offset,
+                            length, kMax));
+  }
+  return offset + static_cast<int>(length);
 }
 
 }  // namespace ringkv::detail

@@ -18,4 +18,8 @@ KvLayout CheckKvInput(const char* function, const Tensor& keys, const Tensor& va
 // Throws ringkv::Error unless target >= 0.
 void CheckTarget(const char* function, int target);
 
+// offset + length, or ringkv::Error when that passes INT_MAX (offsets are ints;
+// an imported snapshot can start near the limit). length >= 0.
+int AdvancedOffset(const char* function, int offset, std::int64_t length);
+
 }  // namespace ringkv::detail

@@ -1,6 +1,9 @@
 #include "ringkv/layer_caches.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <string>
 
 #include "ringkv/error.h"
 #include "snapshots.h"
@@ -16,6 +19,28 @@ const AttentionCache& AsCache(const LayerCaches::Layer& layer) {
 }
 
 }  // namespace
+
+const Snapshot* LayerSnapshot::Layer(std::size_t layer) const {
+  CheckIndex("Layer", layer);
+  return layers_[layer].get();
+}
+
+std::unique_ptr<Snapshot> LayerSnapshot::Release(std::size_t layer) {
+  CheckIndex("Release", layer);
+  return std::move(layers_[layer]);
+}
+
+void LayerSnapshot::Reset(std::size_t layer, std::unique_ptr<Snapshot> snapshot) {
+  CheckIndex("Reset", layer);
+  layers_[layer] = std::move(snapshot);
+}
+
+void LayerSnapshot::CheckIndex(const char* function, std::size_t layer) const {
+  if (layer >= layers_.size()) {
+    throw Error(fmt::format("[LayerSnapshot::{}] layer {} is out of range for {} layers", function,
+                            layer, layers_.size()));
+  }
+}
 
 std::size_t LayerSnapshot::Size() const noexcept {
   std::size_t total = 0;
@@ -68,6 +93,21 @@ std::vector<int> LayerCaches::Offsets() const {
   return offsets;
 }
 
+void LayerCaches::CheckOneOffset(const char* function) const {
+  const std::vector<int> offsets = Offsets();
+  for (int offset : offsets) {
+    if (offset != offsets.front()) {
+      throw Error(fmt::format("[LayerCaches::{}] the layers are at different offsets: [{}]",
+                              function, fmt::join(offsets, ", ")));
+    }
+  }
+}
+
+int LayerCaches::Offset() const {
+  CheckOneOffset("Offset");
+  return layers_.empty() ? 0 : AsCache(layers_.front()).Offset();
+}
+
 void LayerCaches::CheckLayers(const char* function, const LayerSnapshot* snapshot) const {
   if (snapshot != nullptr && snapshot->Layers() != layers_.size()) {
     throw SnapshotError(fmt::format("[LayerCaches::{}] the snapshot has {} layers, the caches {}",
@@ -75,7 +115,37 @@ void LayerCaches::CheckLayers(const char* function, const LayerSnapshot* snapsho
   }
 }
 
+void LayerCaches::CheckSnapshot(const char* function, const char* role,
+                                const LayerSnapshot& snapshot) const {
+  CheckLayers(function, &snapshot);
+  const std::string where = fmt::format("LayerCaches::{}", function);
+  std::vector<std::string> ends;  // per layer; "-" without a snapshot
+  int common = -1;
+  bool mixed = false;
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    const ringkv::Snapshot* s = snapshot.layers_[i].get();
+    if (s == nullptr) {
+      ends.emplace_back("-");
+      continue;
+    }
+    const std::string layer_where = fmt::format("{}] [layer {}", where, i);
+    if (const auto* ring = std::get_if<RotatingKVCache>(&layers_[i])) {
+      (void)detail::AsRing(layer_where.c_str(), role, *s, ring->MaxSize());
+    } else {
+      (void)detail::AsKv(layer_where.c_str(), *s);
+    }
+    mixed = mixed || (common >= 0 && s->ToOffset() != common);
+    common = s->ToOffset();
+    ends.push_back(std::to_string(common));
+  }
+  if (mixed) {
+    throw SnapshotError(fmt::format("[{}] the {}'s layers end at different offsets: [{}]", where,
+                                    role, fmt::join(ends, ", ")));
+  }
+}
+
 std::unique_ptr<LayerSnapshot> LayerCaches::Snapshot(int from_offset) const {
+  CheckOneOffset("Snapshot");
   auto result = std::make_unique<LayerSnapshot>();
   bool any = false;
   for (const Layer& layer : layers_) {
@@ -107,54 +177,75 @@ bool LayerCaches::Restore(const LayerSnapshot* snapshot, int target) {
   return true;
 }
 
-std::unique_ptr<LayerSnapshot> LayerCaches::Merge(std::unique_ptr<LayerSnapshot> parent,
-                                                  std::unique_ptr<LayerSnapshot> child) const {
-  CheckLayers("Merge", parent.get());
-  CheckLayers("Merge", child.get());
-  // Validate every layer first, so a bad pair cannot leave half the layers merged.
+std::unique_ptr<LayerSnapshot> LayerCaches::Merge(std::unique_ptr<LayerSnapshot>&& parent,
+                                                  std::unique_ptr<LayerSnapshot>&& child) const {
+  // Validate everything, so a bad pair cannot leave half the layers merged.
+  if (parent != nullptr) CheckSnapshot("Merge", "parent", *parent);
+  if (child != nullptr) CheckSnapshot("Merge", "child", *child);
+  const auto layer_of = [](const std::unique_ptr<LayerSnapshot>& s, std::size_t i) {
+    return s == nullptr ? nullptr : s->layers_[i].get();
+  };
   for (std::size_t i = 0; i < layers_.size(); ++i) {
-    const ringkv::Snapshot* p = parent == nullptr ? nullptr : parent->Layer(i);
-    const ringkv::Snapshot* c = child == nullptr ? nullptr : child->Layer(i);
-    const bool plain = std::holds_alternative<KVCache>(layers_[i]);
-    for (const ringkv::Snapshot* s : {p, c}) {
-      const bool kv = dynamic_cast<const detail::KvSnapshot*>(s) != nullptr;
-      if (s != nullptr && kv != plain) {
-        throw SnapshotError(fmt::format(
-            "[LayerCaches::Merge] layer {}: the snapshot was made by another cache kind", i));
-      }
-    }
-    if (plain && p != nullptr && c != nullptr && p->ToOffset() != c->FromOffset()) {
-      throw SnapshotError(fmt::format(
-          "[LayerCaches::Merge] layer {}: parent covers [{}, {}), child [{}, {}): not adjacent", i,
-          p->FromOffset(), p->ToOffset(), c->FromOffset(), c->ToOffset()));
+    const ringkv::Snapshot* p = layer_of(parent, i);
+    const ringkv::Snapshot* c = layer_of(child, i);
+    if (std::holds_alternative<KVCache>(layers_[i]) && p != nullptr && c != nullptr) {
+      const std::string where = fmt::format("LayerCaches::Merge] [layer {}", i);
+      detail::CheckKvMerge(where.c_str(), detail::AsKv("", *p), detail::AsKv("", *c));
     }
   }
+  // Build the merged spans (may allocate); the inputs are still untouched.
   auto result = std::make_unique<LayerSnapshot>();
+  result->layers_.resize(layers_.size());
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    const ringkv::Snapshot* p = layer_of(parent, i);
+    const ringkv::Snapshot* c = layer_of(child, i);
+    if (std::holds_alternative<KVCache>(layers_[i]) && p != nullptr && c != nullptr) {
+      result->layers_[i] = detail::MergeKv(detail::AsKv("", *p), detail::AsKv("", *c));
+    }
+  }
+  // Nothing below throws: a ring keeps the child (it holds the whole window);
+  // with a null side a span is released, as KVCache::Merge does.
   bool any = false;
   for (std::size_t i = 0; i < layers_.size(); ++i) {
-    std::unique_ptr<ringkv::Snapshot> p =
-        parent == nullptr ? nullptr : std::move(parent->layers_[i]);
-    std::unique_ptr<ringkv::Snapshot> c = child == nullptr ? nullptr : std::move(child->layers_[i]);
-    result->layers_.push_back(AsCache(layers_[i]).Merge(std::move(p), std::move(c)));
-    any = any || result->layers_.back() != nullptr;
+    if (std::holds_alternative<RotatingKVCache>(layers_[i]) && child != nullptr) {
+      result->layers_[i] = std::move(child->layers_[i]);
+    }
+    any = any || result->layers_[i] != nullptr;
   }
+  parent.reset();
+  child.reset();
   return any ? std::move(result) : nullptr;
 }
 
 std::pair<std::unique_ptr<LayerSnapshot>, std::unique_ptr<LayerSnapshot>> LayerCaches::Split(
-    std::unique_ptr<LayerSnapshot> snapshot, int at) const {
+    std::unique_ptr<LayerSnapshot>&& snapshot, int at) const {
   if (snapshot == nullptr) return {nullptr, nullptr};
-  CheckLayers("Split", snapshot.get());
+  CheckSnapshot("Split", "snapshot", *snapshot);
   auto first = std::make_unique<LayerSnapshot>();
   auto second = std::make_unique<LayerSnapshot>();
+  first->layers_.resize(layers_.size());
+  second->layers_.resize(layers_.size());
+  // Build the interior splits (may allocate); the input is still untouched.
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    const ringkv::Snapshot* s = snapshot->layers_[i].get();
+    if (s == nullptr || !std::holds_alternative<KVCache>(layers_[i])) continue;
+    const std::int64_t split = detail::SplitPoint(*s, at);
+    if (split > 0 && split < s->ToOffset() - s->FromOffset()) {
+      std::tie(first->layers_[i], second->layers_[i]) = detail::SplitKv(detail::AsKv("", *s), at);
+    }
+  }
+  // Nothing below throws: whole snapshots go to one side (a ring to the second).
   bool any_first = false, any_second = false;
   for (std::size_t i = 0; i < layers_.size(); ++i) {
-    auto [a, b] = AsCache(layers_[i]).Split(std::move(snapshot->layers_[i]), at);
-    any_first = any_first || a != nullptr;
-    any_second = any_second || b != nullptr;
-    first->layers_.push_back(std::move(a));
-    second->layers_.push_back(std::move(b));
+    std::unique_ptr<ringkv::Snapshot>& s = snapshot->layers_[i];
+    if (s != nullptr && first->layers_[i] == nullptr && second->layers_[i] == nullptr) {
+      const bool ring = std::holds_alternative<RotatingKVCache>(layers_[i]);
+      (ring || detail::SplitPoint(*s, at) <= 0 ? second : first)->layers_[i] = std::move(s);
+    }
+    any_first = any_first || first->layers_[i] != nullptr;
+    any_second = any_second || second->layers_[i] != nullptr;
   }
+  snapshot.reset();
   return {any_first ? std::move(first) : nullptr, any_second ? std::move(second) : nullptr};
 }
 

@@ -12,17 +12,26 @@
 #include "snapshots.h"
 
 namespace ringkv {
-namespace {
+namespace detail {
 
-const detail::RotatingSnapshot& AsRotating(const char* function, const Snapshot& snapshot) {
-  const auto* ring = dynamic_cast<const detail::RotatingSnapshot*>(&snapshot);
+const RotatingSnapshot& AsRing(const char* function, const char* role, const Snapshot& snapshot,
+                               int window) {
+  const auto* ring = dynamic_cast<const RotatingSnapshot*>(&snapshot);
   if (ring == nullptr) {
-    throw SnapshotError(fmt::format(
-        "[{}] the snapshot was made by another cache kind (a KVCache), not a RotatingKVCache",
-        function));
+    throw SnapshotError(
+        fmt::format("[{}] the {} was made by another cache kind (a KVCache), not a RotatingKVCache",
+                    function, role));
+  }
+  if (ring->Window() != window) {
+    throw SnapshotError(fmt::format("[{}] the {} holds a window of {}, the cache {}", function,
+                                    role, ring->Window(), window));
   }
   return *ring;
 }
+
+}  // namespace detail
+
+namespace {
 
 int CheckMaxSize(int max_size) {
   if (max_size < 1) {
@@ -49,7 +58,7 @@ RotatingKVCache& RotatingKVCache::operator=(RotatingKVCache&&) noexcept = defaul
 KVHistory RotatingKVCache::Update(const Tensor& keys, const Tensor& values) {
   const detail::KvLayout layout = detail::CheckKvInput(
       "RotatingKVCache::Update", keys, values, store_->HasLayout() ? &store_->Layout() : nullptr);
-  (void)gsl::narrow<int>(offset_ + keys.Dim(2));  // the offset must stay an int
+  (void)detail::AdvancedOffset("RotatingKVCache::Update", offset_, keys.Dim(2));
   if (!store_->HasLayout()) store_->SetLayout(layout);
   const std::int64_t key_len = AppendKv(keys, values);
   KvView view;
@@ -178,25 +187,37 @@ std::unique_ptr<Snapshot> RotatingKVCache::Snapshot(int from_offset) const {
   if (!has_buffer_ || offset_ <= from_offset) return nullptr;
   const std::int64_t live = std::min<std::int64_t>(offset_, store_->Length());
   return std::make_unique<detail::RotatingSnapshot>(store_->Share(0, live), from_offset, offset_,
-                                                    idx_);
+                                                    idx_, max_size_);
 }
 
 bool RotatingKVCache::Restore(const ringkv::Snapshot* snapshot, int target) {
   detail::CheckTarget("RotatingKVCache::Restore", target);
   if (snapshot == nullptr) {
-    if (target >= offset_) return target == offset_;
+    if (target >= offset_) {
+      if (target != offset_) return false;
+      store_->InvalidateViews();  // a successful Restore, like any other
+      return true;
+    }
     // Once the window has moved, the tokens before it are gone: rewinding would
     // leave fewer than max_size keys to attend to.
     if (offset_ > max_size_) return false;
+    store_->InvalidateViews();
     offset_ = target;
     idx_ = target;
     return true;
   }
-  const detail::RotatingSnapshot& snap = AsRotating("RotatingKVCache::Restore", *snapshot);
+  const detail::RotatingSnapshot& snap =
+      detail::AsRing("RotatingKVCache::Restore", "snapshot", *snapshot, max_size_);
+  detail::CheckRestoreLayout("RotatingKVCache::Restore", snap.Data(), *store_);
   if (target > snap.ToOffset()) return false;
   // Clamping a snapshot whose window has moved would leave an incomplete window.
   if (target < snap.ToOffset() && snap.ToOffset() > max_size_) return false;
-  *store_ = snap.Data();  // shares the blocks; the next write clones the one it touches
+  // Shares the blocks (the next write clones the one it touches) when the block
+  // sizes agree, else copies into this cache's block size.
+  detail::BlockStore restored(store_->BlockTokens());
+  restored.SetLayout(snap.Data().Layout());
+  restored.AppendFrom(snap.Data(), 0, snap.Data().Length());
+  *store_ = std::move(restored);
   has_buffer_ = true;
   offset_ = snap.ToOffset();
   idx_ = snap.RingIndex();
@@ -207,16 +228,20 @@ bool RotatingKVCache::Restore(const ringkv::Snapshot* snapshot, int target) {
   return true;
 }
 
-std::unique_ptr<Snapshot> RotatingKVCache::Merge(std::unique_ptr<ringkv::Snapshot> parent,
-                                                 std::unique_ptr<ringkv::Snapshot> child) const {
-  if (parent != nullptr) (void)AsRotating("RotatingKVCache::Merge", *parent);
-  if (child != nullptr) (void)AsRotating("RotatingKVCache::Merge", *child);
-  return child;  // it holds the whole window; the parent is released
+std::unique_ptr<Snapshot> RotatingKVCache::Merge(std::unique_ptr<ringkv::Snapshot>&& parent,
+                                                 std::unique_ptr<ringkv::Snapshot>&& child) const {
+  constexpr const char* kFn = "RotatingKVCache::Merge";
+  if (parent != nullptr) (void)detail::AsRing(kFn, "parent", *parent, max_size_);
+  if (child != nullptr) (void)detail::AsRing(kFn, "child", *child, max_size_);
+  parent.reset();  // the child holds the whole window
+  return std::move(child);
 }
 
 std::pair<std::unique_ptr<Snapshot>, std::unique_ptr<Snapshot>> RotatingKVCache::Split(
-    std::unique_ptr<ringkv::Snapshot> snapshot, int /*at*/) const {
-  if (snapshot != nullptr) (void)AsRotating("RotatingKVCache::Split", *snapshot);
+    std::unique_ptr<ringkv::Snapshot>&& snapshot, int /*at*/) const {
+  if (snapshot != nullptr) {
+    (void)detail::AsRing("RotatingKVCache::Split", "snapshot", *snapshot, max_size_);
+  }
   return {nullptr, std::move(snapshot)};
 }
 
@@ -230,6 +255,8 @@ RotatingKVCache RotatingKVCache::Fork() const {
 }
 
 void RotatingKVCache::Swap(RotatingKVCache& other) noexcept {
+  store_->InvalidateViews();
+  other.store_->InvalidateViews();
   std::swap(max_size_, other.max_size_);
   std::swap(store_, other.store_);
   std::swap(has_buffer_, other.has_buffer_);

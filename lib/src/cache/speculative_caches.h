@@ -16,19 +16,36 @@ class SpeculativeLayer : public AttentionCache {
   int Offset() const noexcept override { return offset_; }
   std::unique_ptr<ringkv::Snapshot> Snapshot(int) const override { return nullptr; }
   bool Restore(const ringkv::Snapshot*, int) override { return false; }
-  std::unique_ptr<ringkv::Snapshot> Merge(std::unique_ptr<ringkv::Snapshot>,
-                                          std::unique_ptr<ringkv::Snapshot>) const override {
+  std::unique_ptr<ringkv::Snapshot> Merge(
+      std::unique_ptr<ringkv::Snapshot>&& parent,
+      std::unique_ptr<ringkv::Snapshot>&& child) const override {
+    parent.reset();
+    child.reset();
     return nullptr;
   }
   std::pair<std::unique_ptr<ringkv::Snapshot>, std::unique_ptr<ringkv::Snapshot>> Split(
-      std::unique_ptr<ringkv::Snapshot> snapshot, int) const override {
+      std::unique_ptr<ringkv::Snapshot>&& snapshot, int) const override {
     return {nullptr, std::move(snapshot)};
   }
-  // Keeps the first n drafted tokens in the live cache.
+
+  // Tokens drafted so far.
+  virtual int Drafted() const noexcept = 0;
+  // Whether drafts already sit in the live cache (so Commit cannot fail).
+  virtual bool WritesThrough() const noexcept = 0;
+  // Keeps the first n drafted tokens in the live cache; n in [0, Drafted()].
   virtual void Commit(int n) = 0;
+  // Leaves the live cache as it was when the speculation began.
+  virtual void Rollback() noexcept = 0;
+  // After Commit: further drafts are refused, so none can reach the live cache.
+  void Close() noexcept { closed_ = true; }
 
  protected:
+  // Throws ringkv::Error when the wrapper is closed or the L new keys
+  // [1, Hkv, L, D] would take the offset past INT_MAX.
+  void CheckDraft(const char* function, const Tensor& keys) const;
+
   int offset_;
+  bool closed_ = false;
 };
 
 class SpeculativeKvCache final : public SpeculativeLayer {
@@ -36,7 +53,10 @@ class SpeculativeKvCache final : public SpeculativeLayer {
   explicit SpeculativeKvCache(KVCache* target);
   KVHistory Update(const Tensor& keys, const Tensor& values) override;
   KvView State() const override { return target_->State(); }
+  int Drafted() const noexcept override { return end_ - start_; }
+  bool WritesThrough() const noexcept override { return true; }
   void Commit(int n) override;
+  void Rollback() noexcept override;
 
  private:
   KVCache* target_;
@@ -49,7 +69,10 @@ class IsolatedKvCache final : public SpeculativeLayer {
   explicit IsolatedKvCache(const KVCache* target);
   KVHistory Update(const Tensor& keys, const Tensor& values) override;
   KvView State() const override;
+  int Drafted() const noexcept override { return static_cast<int>(drafts_.Length()); }
+  bool WritesThrough() const noexcept override { return false; }
   void Commit(int) override {}
+  void Rollback() noexcept override {}
 
  private:
   const KVCache* target_;
@@ -61,7 +84,10 @@ class SpeculativeRotatingKvCache final : public SpeculativeLayer {
   explicit SpeculativeRotatingKvCache(RotatingKVCache* target);
   KVHistory Update(const Tensor& keys, const Tensor& values) override;
   KvView State() const override;
+  int Drafted() const noexcept override { return static_cast<int>(drafts_.Length()); }
+  bool WritesThrough() const noexcept override { return false; }
   void Commit(int n) override;
+  void Rollback() noexcept override {}  // the live cache was never touched
 
  private:
   RotatingKVCache* target_;

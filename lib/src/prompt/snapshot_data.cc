@@ -94,7 +94,7 @@ std::unique_ptr<Snapshot> ImportSnapshot(const SnapshotData& data, int window,
   CheckRing(data, slots, window);
   store.Append(data.keys.Contiguous(), data.values.Contiguous());
   return std::make_unique<detail::RotatingSnapshot>(std::move(store), data.from, data.to,
-                                                    data.ring_index);
+                                                    data.ring_index, window);
 }
 
 }  // namespace ringkv
