@@ -18,14 +18,15 @@
 #include <string>
 #include <vector>
 
-#include "reference.h"
 #include "ringkv/kernels/isa.h"
 #include "ringkv/kernels/kernel_table.h"
 #include "ringkv/kernels/thread_pool.h"
+#include "support/sdpa_reference.h"
 
 namespace ringkv::kernels {
 namespace {
 
+using test::ReferenceSdpa;
 using I64 = std::int64_t;
 constexpr float kInf = std::numeric_limits<float>::infinity();
 

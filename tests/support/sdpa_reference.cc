@@ -1,12 +1,18 @@
-// See reference.h. Not tuned at all: clarity is the point.
-#include "reference.h"
+// See sdpa_reference.h. Not tuned at all: clarity is the point.
+#include "support/sdpa_reference.h"
 
 #include <cmath>
 #include <cstdint>
 #include <limits>
 
-namespace ringkv::kernels {
+namespace ringkv::test {
 namespace {
+
+using kernels::ArrayRef;
+using kernels::KvSegment;
+using kernels::MaskKind;
+using kernels::MaskSpec;
+using kernels::SdpaParams;
 
 double Element(const ArrayRef& a, std::int64_t i0, std::int64_t i1, std::int64_t i2,
                std::int64_t i3) {
@@ -96,4 +102,4 @@ std::vector<double> ReferenceSdpa(const SdpaParams& params) {
   return out;
 }
 
-}  // namespace ringkv::kernels
+}  // namespace ringkv::test
