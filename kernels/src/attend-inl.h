@@ -261,21 +261,34 @@ struct Attender {
   }
 
   // Masks the scores of one block; returns false when no row sees any of its keys.
+  static bool Causal(const AttendTile& t) {
+    return t.mask_kind == MaskKind::kCausal || t.mask_kind == MaskKind::kSlidingWindow;
+  }
+  static bool Windowed(const AttendTile& t) {
+    return t.mask_kind == MaskKind::kWindow || t.mask_kind == MaskKind::kSlidingWindow;
+  }
+
+  // True when no row of the tile sees any key of the block [tb, tb + kb).
+  static bool BlockHidden(const AttendTile& t, std::int64_t tb, std::int64_t kb) {
+    if (Causal(t) && tb > t.pos0 + t.rows - 1) return true;            // after every row
+    if (Windowed(t) && tb + kb - 1 <= t.pos0 - t.window) return true;  // before every window
+    return false;
+  }
+
   static bool MaskBlock(const AttendTile& t, std::int64_t tb, std::int64_t kb, float* s) {
-    const bool positional =
-        t.mask_kind == MaskKind::kCausal || t.mask_kind == MaskKind::kSlidingWindow;
-    const bool windowed = t.mask_kind == MaskKind::kSlidingWindow;
-    if (positional) {
+    const bool causal = Causal(t);
+    const bool windowed = Windowed(t);
+    if (causal || windowed) {
+      if (BlockHidden(t, tb, kb)) return false;
       const std::int64_t last_pos = t.pos0 + t.rows - 1;
-      if (tb > last_pos) return false;
-      if (windowed && tb + kb - 1 <= t.pos0 - t.window) return false;
-      const bool all_visible = tb + kb - 1 <= t.pos0 && (!windowed || tb > last_pos - t.window);
+      const bool all_visible =
+          (!causal || tb + kb - 1 <= t.pos0) && (!windowed || tb > last_pos - t.window);
       if (!all_visible) {
-        // Only diagonal (and window-edge) blocks get here.
+        // Only diagonal and window-edge blocks get here.
         for (std::int64_t i = 0; i < t.rows; ++i) {
           const std::int64_t pos = t.pos0 + i;
           std::int64_t lo = windowed ? pos - t.window + 1 - tb : 0;  // first visible j
-          std::int64_t hi = pos + 1 - tb;                            // past the last one
+          std::int64_t hi = causal ? pos + 1 - tb : kb;              // past the last one
           lo = lo < 0 ? 0 : lo;
           hi = hi > kb ? kb : hi;
           for (std::int64_t g = 0; g < t.heads; ++g) {
@@ -382,12 +395,7 @@ struct Attender {
   static void Block(const AttendTile& t, std::int64_t rows_total, std::int64_t qd, const float* qs,
                     float* s, float* alpha, const Stored* k, std::int64_t k_stride, const Stored* v,
                     std::int64_t v_stride, std::int64_t tb, std::int64_t kb, const Prefetch& pf) {
-    const bool positional =
-        t.mask_kind == MaskKind::kCausal || t.mask_kind == MaskKind::kSlidingWindow;
-    if (positional) {  // skip blocks no row can see before spending any work
-      if (tb > t.pos0 + t.rows - 1) return;
-      if (t.mask_kind == MaskKind::kSlidingWindow && tb + kb - 1 <= t.pos0 - t.window) return;
-    }
+    if (BlockHidden(t, tb, kb)) return;  // before spending any work
     // Only the first row group prefetches: each K/V row is requested once.
     const Prefetch none;
     std::int64_t r = 0;

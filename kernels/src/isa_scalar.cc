@@ -73,6 +73,8 @@ float MaskTerm(const AttendTile& tile, std::int64_t g, std::int64_t i, std::int6
       return 0.0f;
     case MaskKind::kCausal:
       return t <= pos ? 0.0f : kHidden;
+    case MaskKind::kWindow:
+      return t > pos - tile.window ? 0.0f : kHidden;
     case MaskKind::kSlidingWindow:
       return t <= pos && t > pos - tile.window ? 0.0f : kHidden;
     case MaskKind::kAdditive:

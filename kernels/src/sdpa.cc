@@ -75,6 +75,7 @@ Dims Validate(const SdpaParams& p, const KernelTable& table) {
     case MaskKind::kNone:
     case MaskKind::kCausal:
       break;
+    case MaskKind::kWindow:
     case MaskKind::kSlidingWindow:
       Expects(p.mask.window >= 1);
       break;
@@ -201,7 +202,7 @@ void Sdpa(const SdpaParams& params, const KernelTable& table, ThreadPool& pool) 
     if (params.mask.kind == MaskKind::kCausal || params.mask.kind == MaskKind::kSlidingWindow) {
       hi = std::clamp<std::int64_t>(pos0 + rows, 0, dims.seq_t);
     }
-    if (params.mask.kind == MaskKind::kSlidingWindow) {
+    if (params.mask.kind == MaskKind::kWindow || params.mask.kind == MaskKind::kSlidingWindow) {
       lo = std::clamp<std::int64_t>(pos0 - params.mask.window + 1, 0, dims.seq_t);
     }
     hi = std::max(hi, lo);

@@ -1,8 +1,8 @@
 // SDPA on every kernel tier that runs here, against the float64 reference.
 // Each case is small (the suite also runs under ASan/UBSan in Debug) and chosen
 // so that together they cover: B 1-2, Hq/Hkv in {1, 2, 4, 8}, L {1, 3, 17, 64},
-// T {1, 7, 255, 1024}, D {64, 80, 128, 256, 33, 72}, Dv != D, f32/f16/bf16, every
-// mask kind, strided K/V views, uneven segments, fully masked rows, huge logits,
+// T {1, 7, 70, 255, 300, 1024, 2048}, D {64, 80, 128, 256, 33, 72}, Dv != D, f32/f16/bf16,
+// every mask kind, strided K/V views, uneven segments, fully masked rows, huge logits,
 // and the key-chunk split (flash-decoding) taken with 2 threads.
 #include "ringkv/kernels/sdpa.h"
 
@@ -311,6 +311,48 @@ std::vector<Case> Cases() {
        .dv = 256,
        .dtype = DType::kF16,
        .mask = MaskKind::kAdditive});
+  // Window only (no causality): rows see later keys too, and old keys drop out.
+  add({.name = "window_only5_prefill_f16",
+       .hq = 4,
+       .hkv = 2,
+       .seq_l = 64,
+       .seq_t = 255,
+       .d = 64,
+       .dv = 64,
+       .dtype = DType::kF16,
+       .mask = MaskKind::kWindow,
+       .window = 5});
+  add({.name = "window_only40_segments_f32",
+       .hq = 2,
+       .hkv = 1,
+       .seq_l = 17,
+       .seq_t = 300,
+       .d = 80,
+       .dv = 48,
+       .mask = MaskKind::kWindow,
+       .window = 40,
+       .segments = {7, 150, 143}});
+  add({.name = "window_only_l_eq_t_bf16",
+       .hq = 2,
+       .hkv = 2,
+       .seq_l = 70,
+       .seq_t = 70,
+       .d = 64,
+       .dv = 64,
+       .dtype = DType::kBF16,
+       .mask = MaskKind::kWindow,
+       .window = 3});
+  add({.name = "window_only_decode_split_f16",
+       .batch = 1,
+       .hq = 4,
+       .hkv = 1,
+       .seq_l = 1,
+       .seq_t = 2048,
+       .d = 64,
+       .dv = 64,
+       .dtype = DType::kF16,
+       .mask = MaskKind::kWindow,
+       .window = 1500});
   return cs;
 }
 

@@ -41,6 +41,8 @@ double MaskTerm(const MaskSpec& mask, std::int64_t b, std::int64_t h, std::int64
       return 0.0;
     case MaskKind::kCausal:
       return t <= pos ? 0.0 : kHidden;
+    case MaskKind::kWindow:
+      return t > pos - mask.window ? 0.0 : kHidden;
     case MaskKind::kSlidingWindow:
       return t <= pos && t > pos - mask.window ? 0.0 : kHidden;
     case MaskKind::kAdditive:
