@@ -177,6 +177,13 @@ TEST_F(AttentionTest, SdpaRejectsBadInput) {
   expect_error(Random(rng_, {1, kHq, 2, kD}), k, v,
                AttentionMask::Additive(Tensor::Zeros(DType::kF32, {1, 1, 2, 5})),
                "mask shape [1, 1, 2, 5] does not fit 2 queries over 6 keys");
+  // Head dim 0 (issue 8): an error naming the shapes, not a kernel contract abort.
+  const Tensor k0 = Tensor::Zeros(DType::kF32, {1, kHkv, 6, 0});
+  expect_error(Tensor::Zeros(DType::kF32, {1, kHq, 1, 0}), k0, v, {},
+               "[ScaledDotProductAttention] k shape [1, 2, 6, 0] / v shape [1, 2, 6, 8] has an "
+               "empty axis");
+  expect_error(Tensor::Zeros(DType::kF32, {1, kHq, 1, 0}), k0, v, AttentionMask::Causal(),
+               "has an empty axis");
 }
 
 TEST_F(AttentionTest, KVCacheParityWithCausal) {

@@ -119,7 +119,7 @@ Tensor ScaledDotProductAttention(const Tensor& q, const Tensor& k, const Tensor&
                     "[1, Hkv, T, Dv]",
                     kFn, k.GetShape(), v.GetShape()));
   }
-  if (k.Dim(1) < 1 || v.Dim(3) < 1) {
+  if (k.Dim(1) < 1 || k.Dim(3) < 1 || v.Dim(3) < 1) {
     throw ShapeError(fmt::format("[{}] k shape {} / v shape {} has an empty axis", kFn,
                                  k.GetShape(), v.GetShape()));
   }
