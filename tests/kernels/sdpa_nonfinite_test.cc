@@ -112,8 +112,8 @@ void Build(const Problem& p, Built& b) {
 class SdpaNonfiniteTest : public ::testing::TestWithParam<Isa> {
  protected:
   // Runs the tier with 1 and 2 threads and checks every output against the
-  // reference: NaN where it is NaN, the same infinity, else within 1e-5 (the
-  // finite rows here are ordinary softmaxes; sdpa_test.cc bounds them tightly).
+  // reference: NaN where it is NaN, the same infinity, else within 5e-7 (the
+  // finite rows measured <= 1.7e-7 on every tier).
   // Returns the reference.
   std::vector<double> Check(const Problem& p, const std::string& what) {
     Built b;
@@ -134,7 +134,7 @@ class SdpaNonfiniteTest : public ::testing::TestWithParam<Isa> {
         };
         const bool ok = std::isnan(want)   ? std::isnan(got)
                         : std::isinf(want) ? static_cast<double>(got) == want
-                                           : std::abs(static_cast<double>(got) - want) <= 1e-5;
+                                           : std::abs(static_cast<double>(got) - want) <= 5e-7;
         if (!ok) {
           ADD_FAILURE() << where() << ": got " << got << ", want " << want;
           return ref;  // one report per case is enough
