@@ -203,9 +203,18 @@ struct Attender {
     }
   }
 
+  // p = -0.0 marks a hidden key (Softmax): its V must not reach the row, even
+  // as 0 * NaN. Only blocks that hold such keys pay for the test.
+  __attribute__((always_inline)) static bool IsHidden(float p) {
+    std::uint32_t bits;
+    __builtin_memcpy(&bits, &p, sizeof bits);
+    return bits == 0x80000000u;
+  }
+
   // acc_r = acc_r * alpha_r + sum_j p[r][j] v_j over VC vectors of Dv at a time;
-  // the R x VC accumulators stay in registers for the whole block.
-  template <int R, int VC>
+  // the R x VC accumulators stay in registers for the whole block. kSkipHidden:
+  // the block has hidden keys, skip their terms.
+  template <int R, int VC, bool kSkipHidden>
   __attribute__((always_inline)) static std::int64_t AccumulateChunks(
       const float* p, std::int64_t p_stride, const float* alpha, const Stored* v,
       std::int64_t v_stride, std::int64_t kb, std::int64_t c, std::int64_t dv, float* acc,
@@ -227,6 +236,7 @@ struct Attender {
         for (int x = 0; x < VC; ++x) vv[x] = LoadAsFloat<Arch, Tag>(vj + x * kN);
 #pragma GCC unroll 16
         for (int r = 0; r < R; ++r) {
+          if (kSkipHidden && IsHidden(p[r * p_stride + j])) continue;
           const B pr(p[r * p_stride + j]);
 #pragma GCC unroll 16
           for (int x = 0; x < VC; ++x) a[r * VC + x] = xsimd::fma(pr, vv[x], a[r * VC + x]);
@@ -242,17 +252,19 @@ struct Attender {
     return c;
   }
 
-  template <int R, int VC>
+  template <int R, int VC, bool kSkipHidden>
   static void AccumulateRows(const float* p, std::int64_t p_stride, const float* alpha,
                              const Stored* v, std::int64_t v_stride, std::int64_t kb,
                              std::int64_t dv, float* acc, std::int64_t acc_stride) {
-    std::int64_t c =
-        AccumulateChunks<R, VC>(p, p_stride, alpha, v, v_stride, kb, 0, dv, acc, acc_stride);
-    c = AccumulateChunks<R, 1>(p, p_stride, alpha, v, v_stride, kb, c, dv, acc, acc_stride);
+    std::int64_t c = AccumulateChunks<R, VC, kSkipHidden>(p, p_stride, alpha, v, v_stride, kb, 0,
+                                                          dv, acc, acc_stride);
+    c = AccumulateChunks<R, 1, kSkipHidden>(p, p_stride, alpha, v, v_stride, kb, c, dv, acc,
+                                            acc_stride);
     for (; c < dv; ++c) {
       for (int r = 0; r < R; ++r) {
         float sum = acc[r * acc_stride + c] * alpha[r];
         for (std::int64_t j = 0; j < kb; ++j) {
+          if (kSkipHidden && IsHidden(p[r * p_stride + j])) continue;
           sum += p[r * p_stride + j] * LoadScalarAsFloat<Tag>(v + j * v_stride + c);
         }
         acc[r * acc_stride + c] = sum;
@@ -261,21 +273,34 @@ struct Attender {
   }
 
   // Masks the scores of one block; returns false when no row sees any of its keys.
+  static bool Causal(const AttendTile& t) {
+    return t.mask_kind == MaskKind::kCausal || t.mask_kind == MaskKind::kSlidingWindow;
+  }
+  static bool Windowed(const AttendTile& t) {
+    return t.mask_kind == MaskKind::kWindow || t.mask_kind == MaskKind::kSlidingWindow;
+  }
+
+  // True when no row of the tile sees any key of the block [tb, tb + kb).
+  static bool BlockHidden(const AttendTile& t, std::int64_t tb, std::int64_t kb) {
+    if (Causal(t) && tb > t.pos0 + t.rows - 1) return true;            // after every row
+    if (Windowed(t) && tb + kb - 1 <= t.pos0 - t.window) return true;  // before every window
+    return false;
+  }
+
   static bool MaskBlock(const AttendTile& t, std::int64_t tb, std::int64_t kb, float* s) {
-    const bool positional =
-        t.mask_kind == MaskKind::kCausal || t.mask_kind == MaskKind::kSlidingWindow;
-    const bool windowed = t.mask_kind == MaskKind::kSlidingWindow;
-    if (positional) {
+    const bool causal = Causal(t);
+    const bool windowed = Windowed(t);
+    if (causal || windowed) {
+      if (BlockHidden(t, tb, kb)) return false;
       const std::int64_t last_pos = t.pos0 + t.rows - 1;
-      if (tb > last_pos) return false;
-      if (windowed && tb + kb - 1 <= t.pos0 - t.window) return false;
-      const bool all_visible = tb + kb - 1 <= t.pos0 && (!windowed || tb > last_pos - t.window);
+      const bool all_visible =
+          (!causal || tb + kb - 1 <= t.pos0) && (!windowed || tb > last_pos - t.window);
       if (!all_visible) {
-        // Only diagonal (and window-edge) blocks get here.
+        // Only diagonal and window-edge blocks get here.
         for (std::int64_t i = 0; i < t.rows; ++i) {
           const std::int64_t pos = t.pos0 + i;
           std::int64_t lo = windowed ? pos - t.window + 1 - tb : 0;  // first visible j
-          std::int64_t hi = pos + 1 - tb;                            // past the last one
+          std::int64_t hi = causal ? pos + 1 - tb : kb;              // past the last one
           lo = lo < 0 ? 0 : lo;
           hi = hi > kb ? kb : hi;
           for (std::int64_t g = 0; g < t.heads; ++g) {
@@ -294,7 +319,11 @@ struct Attender {
               g * t.mask_head_stride + i * t.mask_row_stride + tb * t.mask_key_stride;
           if (t.mask_kind == MaskKind::kAdditive) {
             const float* mk = static_cast<const float*>(t.mask) + base;
-            for (std::int64_t j = 0; j < kb; ++j) sr[j] += mk[j * t.mask_key_stride];
+            for (std::int64_t j = 0; j < kb; ++j) {
+              // -inf hides the key whatever its score (NaN + -inf would be NaN).
+              const float bias = mk[j * t.mask_key_stride];
+              sr[j] = bias == kAttendNegInf ? kAttendNegInf : sr[j] + bias;
+            }
           } else {
             const auto* mk = static_cast<const std::uint8_t*>(t.mask) + base;
             for (std::int64_t j = 0; j < kb; ++j) {
@@ -309,20 +338,44 @@ struct Attender {
 
   // Online-softmax update of every row over one block's scores s (padded with
   // -inf to whole batches); s becomes p, alpha[r] the rescale of the old state.
-  static void Softmax(const AttendTile& t, std::int64_t rows_total, std::int64_t kb, float* s,
+  // NaN and Inf follow the float64 reference (docs/kernels.md) without a check in
+  // the common path: a NaN score gives p = NaN, so l and acc become NaN and stay
+  // so (a NaN the max let through only costs a wrong m for a row that is NaN
+  // anyway). Only a row with no visible key so far, which would drop the block,
+  // scans it for NaN. A hidden key (score -inf) gets p = -0.0, which
+  // AccumulateRows<..., true> skips so that a NaN in its V cannot reach the row;
+  // rows without one keep the plain exp. Returns whether any p is -0.0.
+  static bool Softmax(const AttendTile& t, std::int64_t rows_total, std::int64_t kb, float* s,
                       float* alpha) {
     const std::int64_t kb_pad = (kb + kN - 1) / kN * kN;
+    const std::int64_t kb_full = kb - kb % kN;  // padding lanes (>= kb) are never accumulated
+    const B neg_inf(kAttendNegInf);
+    const B hidden_p(-0.0f);
+    bool any_hidden = false;
     for (std::int64_t r = 0; r < rows_total; ++r) {
       float* sr = s + r * t.block;
       for (std::int64_t j = kb; j < kb_pad; ++j) sr[j] = kAttendNegInf;
       B mx(kAttendNegInf);
-      for (std::int64_t j = 0; j < kb_pad; j += kN) mx = xsimd::max(mx, B::load_unaligned(sr + j));
+      B lo(0.0f);  // min over the real keys: -inf iff one is hidden
+      for (std::int64_t j = 0; j < kb_full; j += kN) {
+        const B x = B::load_unaligned(sr + j);
+        mx = xsimd::max(mx, x);
+        lo = xsimd::min(lo, x);
+      }
+      bool row_hidden = xsimd::any(lo == neg_inf);
+      for (std::int64_t j = kb_full; j < kb; ++j) row_hidden |= sr[j] == kAttendNegInf;
+      if (kb_full < kb_pad) mx = xsimd::max(mx, B::load_unaligned(sr + kb_full));
       const float block_max = ReduceMax<Arch>(mx);
       const float m_old = t.m[r];
-      const float m_new = block_max > m_old ? block_max : m_old;
-      if (m_new == kAttendNegInf) {  // nothing visible yet: keep the empty state
-        alpha[r] = 1.0f;
-        for (std::int64_t j = 0; j < kb_pad; j += kN) B(0.0f).store_unaligned(sr + j);
+      const float m_new = block_max > m_old ? block_max : m_old;  // a NaN m_old sticks
+      if (m_new == kAttendNegInf) {
+        // Nothing visible so far: keep the empty state, unless a NaN hid from the max.
+        bool nan = false;
+        for (std::int64_t j = 0; j < kb; ++j) nan |= sr[j] != sr[j];
+        alpha[r] = nan ? __builtin_nanf("") : 1.0f;  // NaN: acc * alpha poisons acc
+        if (nan) t.m[r] = t.l[r] = __builtin_nanf("");
+        for (std::int64_t j = 0; j < kb_pad; j += kN) hidden_p.store_unaligned(sr + j);
+        any_hidden = true;
         continue;
       }
       alignas(64) float lanes[B::size];
@@ -330,14 +383,25 @@ struct Attender {
       alpha[r] = lanes[0];
       const B mn(m_new);
       B sum(0.0f);
-      for (std::int64_t j = 0; j < kb_pad; j += kN) {
-        const B pj = ExpNonPositive<Arch>(B::load_unaligned(sr + j) - mn);
-        pj.store_unaligned(sr + j);
-        sum += pj;
+      if (row_hidden) {
+        for (std::int64_t j = 0; j < kb_pad; j += kN) {
+          const B x = B::load_unaligned(sr + j);
+          const B pj = xsimd::select(x == neg_inf, hidden_p, ExpNonPositive<Arch>(x - mn));
+          pj.store_unaligned(sr + j);
+          sum += pj;
+        }
+      } else {
+        for (std::int64_t j = 0; j < kb_pad; j += kN) {
+          const B pj = ExpNonPositive<Arch>(B::load_unaligned(sr + j) - mn);
+          pj.store_unaligned(sr + j);
+          sum += pj;
+        }
       }
+      any_hidden |= row_hidden;
       t.l[r] = t.l[r] * alpha[r] + ReduceAdd<Arch>(sum);
       t.m[r] = m_new;
     }
+    return any_hidden;
   }
 
   static void Attend(const AttendTile& t) {
@@ -382,12 +446,7 @@ struct Attender {
   static void Block(const AttendTile& t, std::int64_t rows_total, std::int64_t qd, const float* qs,
                     float* s, float* alpha, const Stored* k, std::int64_t k_stride, const Stored* v,
                     std::int64_t v_stride, std::int64_t tb, std::int64_t kb, const Prefetch& pf) {
-    const bool positional =
-        t.mask_kind == MaskKind::kCausal || t.mask_kind == MaskKind::kSlidingWindow;
-    if (positional) {  // skip blocks no row can see before spending any work
-      if (tb > t.pos0 + t.rows - 1) return;
-      if (t.mask_kind == MaskKind::kSlidingWindow && tb + kb - 1 <= t.pos0 - t.window) return;
-    }
+    if (BlockHidden(t, tb, kb)) return;  // before spending any work
     // Only the first row group prefetches: each K/V row is requested once.
     const Prefetch none;
     std::int64_t r = 0;
@@ -412,24 +471,34 @@ struct Attender {
         break;
     }
     if (!MaskBlock(t, tb, kb, s)) return;
-    Softmax(t, rows_total, kb, s, alpha);
-    r = 0;
+    if (Softmax(t, rows_total, kb, s, alpha)) {
+      Accumulate<true>(t, rows_total, s, alpha, v, v_stride, kb);
+    } else {
+      Accumulate<false>(t, rows_total, s, alpha, v, v_stride, kb);
+    }
+  }
+
+  template <bool kSkipHidden>
+  static void Accumulate(const AttendTile& t, std::int64_t rows_total, const float* s,
+                         const float* alpha, const Stored* v, std::int64_t v_stride,
+                         std::int64_t kb) {
+    std::int64_t r = 0;
     for (; r + 4 <= rows_total; r += 4) {
-      AccumulateRows<4, 2>(s + r * t.block, t.block, alpha + r, v, v_stride, kb, t.dv,
-                           t.acc + r * t.acc_stride, t.acc_stride);
+      AccumulateRows<4, 2, kSkipHidden>(s + r * t.block, t.block, alpha + r, v, v_stride, kb, t.dv,
+                                        t.acc + r * t.acc_stride, t.acc_stride);
     }
     switch (rows_total - r) {
       case 3:
-        AccumulateRows<3, 2>(s + r * t.block, t.block, alpha + r, v, v_stride, kb, t.dv,
-                             t.acc + r * t.acc_stride, t.acc_stride);
+        AccumulateRows<3, 2, kSkipHidden>(s + r * t.block, t.block, alpha + r, v, v_stride, kb,
+                                          t.dv, t.acc + r * t.acc_stride, t.acc_stride);
         break;
       case 2:
-        AccumulateRows<2, 4>(s + r * t.block, t.block, alpha + r, v, v_stride, kb, t.dv,
-                             t.acc + r * t.acc_stride, t.acc_stride);
+        AccumulateRows<2, 4, kSkipHidden>(s + r * t.block, t.block, alpha + r, v, v_stride, kb,
+                                          t.dv, t.acc + r * t.acc_stride, t.acc_stride);
         break;
       case 1:
-        AccumulateRows<1, 8>(s + r * t.block, t.block, alpha + r, v, v_stride, kb, t.dv,
-                             t.acc + r * t.acc_stride, t.acc_stride);
+        AccumulateRows<1, 8, kSkipHidden>(s + r * t.block, t.block, alpha + r, v, v_stride, kb,
+                                          t.dv, t.acc + r * t.acc_stride, t.acc_stride);
         break;
       default:
         break;

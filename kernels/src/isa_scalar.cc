@@ -73,6 +73,8 @@ float MaskTerm(const AttendTile& tile, std::int64_t g, std::int64_t i, std::int6
       return 0.0f;
     case MaskKind::kCausal:
       return t <= pos ? 0.0f : kHidden;
+    case MaskKind::kWindow:
+      return t > pos - tile.window ? 0.0f : kHidden;
     case MaskKind::kSlidingWindow:
       return t <= pos && t > pos - tile.window ? 0.0f : kHidden;
     case MaskKind::kAdditive:
@@ -84,7 +86,8 @@ float MaskTerm(const AttendTile& tile, std::int64_t g, std::int64_t i, std::int6
 }
 
 // Streaming online softmax, one key at a time: when a key raises the running max
-// m, the old sum and accumulator are rescaled by exp(m_old - m_new).
+// m, the old sum and accumulator are rescaled by exp(m_old - m_new). Keys with a
+// -inf score (hidden) are skipped, K and V unread, as in the reference.
 void Attend(const AttendTile& tile) noexcept {
   const auto dv = static_cast<std::size_t>(tile.dv);
   for (std::int64_t g = 0; g < tile.heads; ++g) {
@@ -109,15 +112,16 @@ void Attend(const AttendTile& tile) noexcept {
             dot += q[c] * LoadAsFloat(tile.kv_dtype, run.k, k_off + static_cast<std::size_t>(c));
           }
           const float s = tile.scale * dot + bias;
-          float p = 1.0f;
-          if (s > m) {
+          if (s == -std::numeric_limits<float>::infinity()) continue;  // weight 0: skipped
+          // A NaN score becomes the max and sticks (nothing compares greater), so
+          // every later alpha and p is NaN; +inf gives p = exp(inf - inf) = NaN.
+          if (s > m || s != s) {
             const float alpha = std::exp(m - s);
             l *= alpha;
             for (std::size_t c = 0; c < dv; ++c) acc[c] *= alpha;
             m = s;
-          } else {
-            p = std::exp(s - m);
           }
+          const float p = std::exp(s - m);
           l += p;
           for (std::size_t c = 0; c < dv; ++c) {
             acc[c] += p * LoadAsFloat(tile.kv_dtype, run.v, v_off + c);

@@ -75,6 +75,7 @@ Dims Validate(const SdpaParams& p, const KernelTable& table) {
     case MaskKind::kNone:
     case MaskKind::kCausal:
       break;
+    case MaskKind::kWindow:
     case MaskKind::kSlidingWindow:
       Expects(p.mask.window >= 1);
       break;
@@ -128,7 +129,8 @@ StateView ViewState(float* base, const Plan& plan) {
   return {base, base + rows_pad, base + 2 * rows_pad};
 }
 
-// out row (g, i) of the tile = acc / l, or 0 for a row with no visible key.
+// out row (g, i) of the tile = acc / l, or 0 for a row with no visible key
+// (l == 0 exactly then; a NaN l, from a NaN score, gives NaN).
 void WriteRows(const SdpaParams& p, const Dims& dims, std::int64_t b, std::int64_t kvh,
                std::int64_t l0, std::int64_t rows, const Plan& plan, const StateView& state) {
   for (std::int64_t g = 0; g < dims.group; ++g) {
@@ -138,7 +140,7 @@ void WriteRows(const SdpaParams& p, const Dims& dims, std::int64_t b, std::int64
                  (l0 + i) * p.out_strides[2];
       const float* acc = state.acc + r * plan.acc_stride;
       const float l = state.l[r];
-      const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+      const float inv = l != 0.0f ? 1.0f / l : 0.0f;
       for (std::int64_t c = 0; c < dims.dv; ++c) o[c * p.out_strides[3]] = acc[c] * inv;
     }
   }
@@ -201,7 +203,7 @@ void Sdpa(const SdpaParams& params, const KernelTable& table, ThreadPool& pool) 
     if (params.mask.kind == MaskKind::kCausal || params.mask.kind == MaskKind::kSlidingWindow) {
       hi = std::clamp<std::int64_t>(pos0 + rows, 0, dims.seq_t);
     }
-    if (params.mask.kind == MaskKind::kSlidingWindow) {
+    if (params.mask.kind == MaskKind::kWindow || params.mask.kind == MaskKind::kSlidingWindow) {
       lo = std::clamp<std::int64_t>(pos0 - params.mask.window + 1, 0, dims.seq_t);
     }
     hi = std::max(hi, lo);
@@ -259,10 +261,14 @@ void Sdpa(const SdpaParams& params, const KernelTable& table, ThreadPool& pool) 
     const std::int64_t rows = std::min(plan.rows_per_tile, dims.seq_l - l0);
     const StateView into = ViewState(partials + base * plan.chunks * plan.state_floats, plan);
     for (std::int64_t r = 0; r < dims.group * rows; ++r) {
+      // The max over the chunks; a NaN max (a NaN score in that chunk) wins, so
+      // the row is NaN however the keys were split.
       float m = kNegInf;
       for (std::int64_t c = 0; c < plan.chunks; ++c) {
-        m = std::max(m,
-                     ViewState(partials + (base * plan.chunks + c) * plan.state_floats, plan).m[r]);
+        const float cm =
+            ViewState(partials + (base * plan.chunks + c) * plan.state_floats, plan).m[r];
+        if (cm > m || cm != cm) m = cm;
+        if (m != m) break;
       }
       float* acc = into.acc + r * plan.acc_stride;
       if (m == kNegInf) {

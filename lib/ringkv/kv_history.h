@@ -76,13 +76,14 @@ struct MaskApplier {
   enum class Kind : std::uint8_t {
     kIdentity,        // storage order is logical order; the mask passes through
     kRotating,        // the reference's rotatingApplier (see KVHistory::ApplyMask)
-    kLogicalSliding,  // logical order, window applied: mask ∩ SlidingWindow(window)
+    kLogicalSliding,  // logical order, window applied: mask ∩ WindowOnly(window)
   };
   Kind kind = Kind::kIdentity;
   std::int64_t query_len = 0;  // L of the Update that produced the history
   std::int64_t key_len = 0;    // K
   std::int64_t window = 0;
-  std::int64_t ring_idx = 0;  // write cursor after the Update (kRotating)
+  std::int64_t ring_idx = 0;        // write cursor after the Update (kRotating)
+  std::int64_t first_position = 0;  // absolute position of logical key 0 (for relaxed cells)
 };
 
 class KVHistory {
@@ -94,10 +95,14 @@ class KVHistory {
   const MaskApplier& Applier() const noexcept { return applier_; }
 
   // The mask the kernel must see over the stored order, given the caller's
-  // logical mask. Rotating caches at L == 1: zero or causal -> no mask (storage
-  // holds exactly the window); an array-backed mask is materialised in logical
-  // order and its key columns gathered into ring-slot order with table.ring_gather.
-  // At L > 1: logical ∩ SlidingWindow(window).
+  // logical mask. The window of a rotating cache only hides keys older than the
+  // window (WindowOnly, as the reference's window mask), never later ones: the
+  // caller's mask decides about those. Rotating caches at L == 1: zero or plain
+  // causal -> no mask (storage holds exactly the window and nothing later); any
+  // other mask (an array, relaxed cells, a window of its own) is materialised in
+  // logical order and its key columns gathered into ring-slot order with
+  // table.ring_gather. At L > 1 (storage in logical order) and in the speculative
+  // wrapper (kLogicalSliding): logical ∩ WindowOnly(window).
   AttentionMask ApplyMask(const AttentionMask& logical, const kernels::KernelTable& table) const;
 
  private:

@@ -25,12 +25,15 @@ struct ArrayRef {
   std::array<std::int64_t, 4> strides{};  // in elements
 };
 
+// Query i of L sits at absolute position p = T - L + i; key t at position t.
 enum class MaskKind : std::uint8_t {
   kNone,
-  // Query i of L sits at absolute position T - L + i and sees keys at positions <= its own.
+  // Keys at positions <= p.
   kCausal,
-  // Causal, and the query also sees only keys at positions > its position - window:
-  // itself and window - 1 earlier tokens.
+  // Keys at positions > p - window, later keys included (no causality): the
+  // window only hides keys that are too old.
+  kWindow,
+  // Both: keys in (p - window, p], i.e. the query itself and window - 1 earlier tokens.
   kSlidingWindow,
   // Added to the scaled logits; f32, broadcast to [B, Hq, L, T] through strides
   // (a stride of 0 broadcasts that axis). -inf masks a key out.
@@ -41,7 +44,7 @@ enum class MaskKind : std::uint8_t {
 
 struct MaskSpec {
   MaskKind kind = MaskKind::kNone;
-  std::int64_t window = 0;                // kSlidingWindow only, >= 1
+  std::int64_t window = 0;                // kWindow / kSlidingWindow only, >= 1
   const void* data = nullptr;             // kAdditive / kBoolean only
   std::array<std::int64_t, 4> strides{};  // over [B, Hq, L, T], in elements
 };

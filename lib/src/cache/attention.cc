@@ -42,9 +42,10 @@ Tensor CheckQuery(const char* function, const Tensor& q, const KvShape& kv) {
   return q.AsType(DType::kF32);
 }
 
+// first_position: the absolute position of the oldest key, for relaxed cells.
 Tensor Run(const char* function, const Tensor& q, const KvShape& kv,
            std::span<const kernels::KvSegment> segments, const AttentionMask& mask, float scale,
-           Context& ctx) {
+           std::int64_t first_position, Context& ctx) {
   const Tensor query = CheckQuery(function, q, kv);
   const std::int64_t heads = q.Dim(1), length = q.Dim(2);
   kernels::SdpaParams params;
@@ -52,8 +53,8 @@ Tensor Run(const char* function, const Tensor& q, const KvShape& kv,
   params.kv = segments;
   params.scale = scale;
   Tensor mask_array;  // keeps a materialised mask alive for the call
-  if (mask.HasArray()) {
-    mask_array = mask.AsArray(length, kv.length);  // [1, 1 or H, L, K]
+  if (mask.HasArray() || mask.IsRelaxed()) {
+    mask_array = mask.AsArray(length, kv.length, first_position);  // [1, 1 or H, L, K]
     if (mask_array.Dim(1) != 1 && mask_array.Dim(1) != heads) {
       throw ShapeError(fmt::format("[{}] mask dim 1 (heads) is {}, expected 1 or {}", function,
                                    mask_array.Dim(1), heads));
@@ -61,16 +62,25 @@ Tensor Run(const char* function, const Tensor& q, const KvShape& kv,
     params.mask.kind = kernels::MaskKind::kAdditive;
     params.mask.data = mask_array.Data();
     params.mask.strides = {0, mask_array.Dim(1) == 1 ? 0 : length * kv.length, kv.length, 1};
-  } else if (mask.StructuralKind() != AttentionMask::Kind::kNone) {
-    if (length > kv.length) {
-      throw ShapeError(fmt::format("[{}] a causal mask needs L <= K, but L is {} and K is {}",
-                                   function, length, kv.length));
-    }
-    if (mask.StructuralKind() == AttentionMask::Kind::kCausal) {
-      params.mask.kind = kernels::MaskKind::kCausal;
-    } else {
-      params.mask.kind = kernels::MaskKind::kSlidingWindow;
-      params.mask.window = mask.Window();
+  } else {
+    switch (mask.StructuralKind()) {
+      case AttentionMask::Kind::kNone:
+        break;
+      case AttentionMask::Kind::kWindow:
+        params.mask.kind = kernels::MaskKind::kWindow;
+        params.mask.window = mask.Window();
+        break;
+      case AttentionMask::Kind::kCausal:
+      case AttentionMask::Kind::kSlidingWindow:
+        if (length > kv.length) {
+          throw ShapeError(fmt::format("[{}] a causal mask needs L <= K, but L is {} and K is {}",
+                                       function, length, kv.length));
+        }
+        params.mask.kind = mask.StructuralKind() == AttentionMask::Kind::kCausal
+                               ? kernels::MaskKind::kCausal
+                               : kernels::MaskKind::kSlidingWindow;
+        params.mask.window = mask.Window();
+        break;
     }
   }
   // Sdpa writes every element (zeros for a row that sees no key): no fill needed.
@@ -90,7 +100,7 @@ Tensor Attention(const Tensor& q, const KVHistory& history, const AttentionMask&
   if (shape.length < 1) throw ShapeError("[Attention] the history holds no keys");
   const AttentionMask mask = history.ApplyMask(logical_mask, ctx.Kernels());
   const std::vector<kernels::KvSegment> segments = kv.KernelSegments();
-  return Run("Attention", q, shape, segments, mask, scale, ctx);
+  return Run("Attention", q, shape, segments, mask, scale, history.Applier().first_position, ctx);
 }
 
 Tensor ScaledDotProductAttention(const Tensor& q, const Tensor& k, const Tensor& v,
@@ -109,7 +119,7 @@ Tensor ScaledDotProductAttention(const Tensor& q, const Tensor& k, const Tensor&
                     "[1, Hkv, T, Dv]",
                     kFn, k.GetShape(), v.GetShape()));
   }
-  if (k.Dim(1) < 1 || v.Dim(3) < 1) {
+  if (k.Dim(1) < 1 || k.Dim(3) < 1 || v.Dim(3) < 1) {
     throw ShapeError(fmt::format("[{}] k shape {} / v shape {} has an empty axis", kFn,
                                  k.GetShape(), v.GetShape()));
   }
@@ -118,7 +128,8 @@ Tensor ScaledDotProductAttention(const Tensor& q, const Tensor& k, const Tensor&
   const Tensor values = v.Stride(3) == 1 ? v : v.Contiguous();
   const kernels::KvSegment segment{ToArrayRef(keys), ToArrayRef(values)};
   const KvShape shape{k.Dim(1), k.Dim(2), k.Dim(3), v.Dim(3)};
-  return Run(kFn, q, shape, std::span<const kernels::KvSegment>(&segment, 1), mask, scale, ctx);
+  return Run(kFn, q, shape, std::span<const kernels::KvSegment>(&segment, 1), mask, scale,
+             /*first_position=*/0, ctx);
 }
 
 }  // namespace ringkv

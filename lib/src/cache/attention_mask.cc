@@ -32,11 +32,27 @@ std::size_t Index(const std::array<std::int64_t, 4>& dims, std::int64_t h, std::
   return static_cast<std::size_t>((hh * dims[2] + ii) * dims[3] + jj);
 }
 
+// Whether freeing q [q_lo, q_hi) x k [k_lo, k_hi) from causality changes any
+// cell: not when it is empty, nor when every key in it is at or before its first
+// query (k_hi - 1 <= q_lo), where causality already shows it.
+bool FreesCells(std::int64_t q_lo, std::int64_t q_hi, std::int64_t k_lo, std::int64_t k_hi) {
+  return q_lo < q_hi && k_lo < k_hi && k_hi - 1 > q_lo;
+}
+
 }  // namespace
 
 AttentionMask AttentionMask::Causal() {
   AttentionMask mask;
-  mask.kind_ = Kind::kCausal;
+  mask.causal_ = true;
+  return mask;
+}
+
+AttentionMask AttentionMask::WindowOnly(std::int64_t window) {
+  if (window < 1) {
+    throw Error(fmt::format("[AttentionMask::WindowOnly] window {} must be >= 1", window));
+  }
+  AttentionMask mask;
+  mask.window_ = window;
   return mask;
 }
 
@@ -45,9 +61,14 @@ AttentionMask AttentionMask::SlidingWindow(std::int64_t window) {
     throw Error(fmt::format("[AttentionMask::SlidingWindow] window {} must be >= 1", window));
   }
   AttentionMask mask;
-  mask.kind_ = Kind::kSlidingWindow;
+  mask.causal_ = true;
   mask.window_ = window;
   return mask;
+}
+
+AttentionMask::Kind AttentionMask::StructuralKind() const noexcept {
+  if (window_ == 0) return causal_ ? Kind::kCausal : Kind::kNone;
+  return causal_ ? Kind::kSlidingWindow : Kind::kWindow;
 }
 
 AttentionMask AttentionMask::Additive(const Tensor& bias) {
@@ -66,18 +87,55 @@ AttentionMask AttentionMask::Boolean(const Tensor& visible) {
   return mask;
 }
 
+AttentionMask AttentionMask::Relax(std::int64_t q_lo, std::int64_t q_hi, std::int64_t k_lo,
+                                   std::int64_t k_hi) const {
+  if (!causal_) {
+    throw Error(fmt::format(
+        "[AttentionMask::Relax] the mask ({}) has no causal part to relax; a window or an "
+        "array is not relaxed (edit the array itself)",
+        IsZero() ? "zero" : (window_ != 0 ? "window only" : "array only")));
+  }
+  if (q_lo < 0 || q_hi < 0 || k_lo < 0 || k_hi < 0) {
+    throw Error(fmt::format(
+        "[AttentionMask::Relax] rectangle q [{}, {}) x k [{}, {}) has a negative position", q_lo,
+        q_hi, k_lo, k_hi));
+  }
+  AttentionMask result = *this;
+  if (!FreesCells(q_lo, q_hi, k_lo, k_hi)) return result;
+  const Rectangle rect{q_lo, q_hi, k_lo, k_hi};
+  if (std::find(relaxed_.begin(), relaxed_.end(), rect) == relaxed_.end()) {
+    result.relaxed_.push_back(rect);
+  }
+  return result;
+}
+
 AttentionMask AttentionMask::Intersect(const AttentionMask& other) const {
   AttentionMask result;
-  // Structure: none < causal < sliding window (a window implies causal); two
-  // windows give the smaller one.
-  if (kind_ == Kind::kSlidingWindow && other.kind_ == Kind::kSlidingWindow) {
-    result.kind_ = Kind::kSlidingWindow;
+  result.causal_ = causal_ || other.causal_;
+  if (window_ != 0 && other.window_ != 0) {
     result.window_ = std::min(window_, other.window_);
-  } else if (kind_ == Kind::kSlidingWindow || other.kind_ == Kind::kSlidingWindow) {
-    result.kind_ = Kind::kSlidingWindow;
-    result.window_ = std::max(window_, other.window_);
-  } else if (kind_ == Kind::kCausal || other.kind_ == Kind::kCausal) {
-    result.kind_ = Kind::kCausal;
+  } else {
+    result.window_ = window_ != 0 ? window_ : other.window_;
+  }
+  // A cell is free of causality in the result only if neither side's causal
+  // part hides it: both relaxed -> the pairwise overlaps; one relaxed and the
+  // other without causality -> the relaxed side's cells; one side plain causal
+  // -> none.
+  if (!relaxed_.empty() && !other.relaxed_.empty()) {
+    for (const Rectangle& a : relaxed_) {
+      for (const Rectangle& b : other.relaxed_) {
+        const Rectangle o{std::max(a.q_lo, b.q_lo), std::min(a.q_hi, b.q_hi),
+                          std::max(a.k_lo, b.k_lo), std::min(a.k_hi, b.k_hi)};
+        if (FreesCells(o.q_lo, o.q_hi, o.k_lo, o.k_hi) &&
+            std::find(result.relaxed_.begin(), result.relaxed_.end(), o) == result.relaxed_.end()) {
+          result.relaxed_.push_back(o);
+        }
+      }
+    }
+  } else if (!relaxed_.empty() && !other.causal_) {
+    result.relaxed_ = relaxed_;
+  } else if (!other.relaxed_.empty() && !causal_) {
+    result.relaxed_ = other.relaxed_;
   }
   if (!HasArray() || !other.HasArray()) {
     result.array_ = HasArray() ? array_ : other.array_;
@@ -110,10 +168,15 @@ AttentionMask AttentionMask::Intersect(const AttentionMask& other) const {
   return result;
 }
 
-Tensor AttentionMask::AsArray(std::int64_t query_len, std::int64_t key_len) const {
+Tensor AttentionMask::AsArray(std::int64_t query_len, std::int64_t key_len,
+                              std::int64_t first_position) const {
   if (query_len < 1 || key_len < query_len) {
     throw ShapeError(fmt::format(
         "[AttentionMask::AsArray] {} queries over {} keys: need 1 <= L <= K", query_len, key_len));
+  }
+  if (first_position < 0) {
+    throw ShapeError(
+        fmt::format("[AttentionMask::AsArray] first_position {} must be >= 0", first_position));
   }
   std::array<std::int64_t, 4> dims{1, 1, 1, 1};
   if (HasArray()) {
@@ -124,6 +187,35 @@ Tensor AttentionMask::AsArray(std::int64_t query_len, std::int64_t key_len) cons
                       array_.GetShape(), query_len, key_len));
     }
   }
+  // [L, K] structure in positions relative to the oldest key: 0 visible, -inf hidden.
+  std::vector<float> structure(static_cast<std::size_t>(query_len * key_len), 0.0f);
+  const auto cell = [&](std::int64_t i, std::int64_t j) -> float& {
+    return structure[static_cast<std::size_t>(i * key_len + j)];
+  };
+  const std::int64_t first_query = key_len - query_len;  // relative position of query 0
+  if (causal_) {
+    for (std::int64_t i = 0; i < query_len; ++i) {
+      for (std::int64_t j = first_query + i + 1; j < key_len; ++j) cell(i, j) = kMasked;
+    }
+  }
+  for (const Rectangle& r : relaxed_) {
+    // Absolute -> relative, clipped to the [L, K] grid.
+    const std::int64_t i_lo =
+        std::clamp(r.q_lo - first_position - first_query, std::int64_t{0}, query_len);
+    const std::int64_t i_hi =
+        std::clamp(r.q_hi - first_position - first_query, std::int64_t{0}, query_len);
+    const std::int64_t j_lo = std::clamp(r.k_lo - first_position, std::int64_t{0}, key_len);
+    const std::int64_t j_hi = std::clamp(r.k_hi - first_position, std::int64_t{0}, key_len);
+    for (std::int64_t i = i_lo; i < i_hi; ++i) {
+      for (std::int64_t j = j_lo; j < j_hi; ++j) cell(i, j) = 0.0f;
+    }
+  }
+  if (window_ != 0) {
+    for (std::int64_t i = 0; i < query_len; ++i) {
+      const std::int64_t end = std::clamp(first_query + i - window_ + 1, std::int64_t{0}, key_len);
+      for (std::int64_t j = 0; j < end; ++j) cell(i, j) = kMasked;
+    }
+  }
   const std::int64_t heads = dims[1];
   Tensor out = Tensor::Zeros(DType::kF32, {1, heads, query_len, key_len});
   auto* dst = static_cast<float*>(out.MutableData());
@@ -131,12 +223,8 @@ Tensor AttentionMask::AsArray(std::int64_t query_len, std::int64_t key_len) cons
   const std::array<std::int64_t, 4> out_dims{1, heads, query_len, key_len};
   for (std::int64_t h = 0; h < heads; ++h) {
     for (std::int64_t i = 0; i < query_len; ++i) {
-      const std::int64_t position = key_len - query_len + i;
       for (std::int64_t j = 0; j < key_len; ++j) {
-        bool visible = true;
-        if (kind_ != Kind::kNone) visible = j <= position;
-        if (kind_ == Kind::kSlidingWindow) visible = visible && j > position - window_;
-        float value = visible ? 0.0f : kMasked;
+        float value = cell(i, j);
         if (src != nullptr) value += src[Index(dims, h, i, j)];
         dst[Index(out_dims, h, i, j)] = value;
       }

@@ -116,18 +116,18 @@ AttentionMask KVHistory::ApplyMask(const AttentionMask& logical,
     case MaskApplier::Kind::kIdentity:
       return logical;
     case MaskApplier::Kind::kLogicalSliding:
-      return logical.Intersect(AttentionMask::SlidingWindow(applier_.window));
+      return logical.Intersect(AttentionMask::WindowOnly(applier_.window));
     case MaskApplier::Kind::kRotating:
       break;
   }
   if (applier_.query_len > 1) {
     // Prefill: the concat path left storage in logical order.
-    return logical.Intersect(AttentionMask::SlidingWindow(applier_.window));
+    return logical.Intersect(AttentionMask::WindowOnly(applier_.window));
   }
   // Decode: storage holds exactly the window and nothing after the query.
   if (logical.IsZero() || logical.IsCausal()) return AttentionMask::Zero();
   const std::int64_t k = applier_.key_len;
-  const Tensor array = logical.AsArray(1, k);  // [1, h, 1, K], logical key order
+  const Tensor array = logical.AsArray(1, k, applier_.first_position);  // [1, h, 1, K], logical
   const std::int64_t ring = applier_.ring_idx % k;
   if (ring == 0) return AttentionMask::Additive(array);
   Tensor gathered = Tensor::Zeros(DType::kF32, array.GetShape());

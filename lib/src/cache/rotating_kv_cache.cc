@@ -63,8 +63,8 @@ KVHistory RotatingKVCache::Update(const Tensor& keys, const Tensor& values) {
   const std::int64_t key_len = AppendKv(keys, values);
   KvView view;
   view.AddRange(store_.get(), 0, key_len);
-  return KVHistory(
-      view, MaskApplier{MaskApplier::Kind::kRotating, keys.Dim(2), key_len, max_size_, idx_});
+  return KVHistory(view, MaskApplier{MaskApplier::Kind::kRotating, keys.Dim(2), key_len, max_size_,
+                                     idx_, offset_ - key_len});
 }
 
 std::int64_t RotatingKVCache::AppendKv(const Tensor& keys, const Tensor& values) {

@@ -95,7 +95,7 @@ KVHistory SpeculativeRotatingKvCache::Update(const Tensor& keys, const Tensor& v
   view.AddRange(&drafts_, 0, drafts_.Length());
   // Logical order: the window applies as a plain sliding-window mask.
   return KVHistory(view, MaskApplier{MaskApplier::Kind::kLogicalSliding, keys.Dim(2), view.Length(),
-                                     target_->MaxSize(), 0});
+                                     target_->MaxSize(), 0, offset_ - view.Length()});
 }
 
 KvView SpeculativeRotatingKvCache::State() const {

@@ -1,12 +1,20 @@
-// See reference.h. Not tuned at all: clarity is the point.
-#include "reference.h"
+// See sdpa_reference.h. Not tuned at all: clarity is the point.
+#include "support/sdpa_reference.h"
 
 #include <cmath>
 #include <cstdint>
 #include <limits>
 
-namespace ringkv::kernels {
+namespace ringkv::test {
 namespace {
+
+constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+
+using kernels::ArrayRef;
+using kernels::KvSegment;
+using kernels::MaskKind;
+using kernels::MaskSpec;
+using kernels::SdpaParams;
 
 double Element(const ArrayRef& a, std::int64_t i0, std::int64_t i1, std::int64_t i2,
                std::int64_t i3) {
@@ -35,6 +43,8 @@ double MaskTerm(const MaskSpec& mask, std::int64_t b, std::int64_t h, std::int64
       return 0.0;
     case MaskKind::kCausal:
       return t <= pos ? 0.0 : kHidden;
+    case MaskKind::kWindow:
+      return t > pos - mask.window ? 0.0 : kHidden;
     case MaskKind::kSlidingWindow:
       return t <= pos && t > pos - mask.window ? 0.0 : kHidden;
     case MaskKind::kAdditive:
@@ -64,27 +74,35 @@ std::vector<double> ReferenceSdpa(const SdpaParams& params) {
     for (std::int64_t h = 0; h < hq; ++h) {
       const std::int64_t kvh = h / (hq / hkv);
       for (std::int64_t i = 0; i < seq_l; ++i) {
-        double max_logit = -std::numeric_limits<double>::infinity();
+        // The max over the keys the row sees; NaN as soon as one logit is NaN
+        // (a plain `>` would skip it).
+        double max_logit = kNegInf;
         std::int64_t t = 0;
         for (const KvSegment& seg : params.kv) {
           for (std::int64_t j = 0; j < seg.k.shape[2]; ++j, ++t) {
+            double& logit = logits[static_cast<std::size_t>(t)];
+            const double bias = MaskTerm(params.mask, b, h, i, t, seq_l, seq_t);
+            if (bias == kNegInf) {  // hidden: K is not even read
+              logit = kNegInf;
+              continue;
+            }
             double dot = 0.0;
             for (std::int64_t c = 0; c < d; ++c) {
               dot += Element(q, b, h, i, c) * Element(seg.k, b, kvh, j, c);
             }
-            const double logit = static_cast<double>(params.scale) * dot +
-                                 MaskTerm(params.mask, b, h, i, t, seq_l, seq_t);
-            logits[static_cast<std::size_t>(t)] = logit;
-            if (logit > max_logit) max_logit = logit;
+            logit = static_cast<double>(params.scale) * dot + bias;
+            if (std::isnan(logit) || logit > max_logit) max_logit = logit;
           }
         }
         double* o = out.data() + ((b * hq + h) * seq_l + i) * dv;
-        if (max_logit == -std::numeric_limits<double>::infinity()) continue;  // all masked
+        if (max_logit == kNegInf) continue;  // no key visible: 0
         double sum = 0.0;
         t = 0;
         for (const KvSegment& seg : params.kv) {
           for (std::int64_t j = 0; j < seg.k.shape[2]; ++j, ++t) {
-            const double p = std::exp(logits[static_cast<std::size_t>(t)] - max_logit);
+            const double logit = logits[static_cast<std::size_t>(t)];
+            if (logit == kNegInf) continue;  // weight 0, and V is not read
+            const double p = std::exp(logit - max_logit);
             sum += p;
             for (std::int64_t c = 0; c < dv; ++c) o[c] += p * Element(seg.v, b, kvh, j, c);
           }
@@ -96,4 +114,4 @@ std::vector<double> ReferenceSdpa(const SdpaParams& params) {
   return out;
 }
 
-}  // namespace ringkv::kernels
+}  // namespace ringkv::test
