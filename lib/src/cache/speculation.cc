@@ -93,7 +93,7 @@ KVHistory SpeculativeRotatingKvCache::Update(const Tensor& keys, const Tensor& v
   offset_ += Record("RotatingKVCache speculation Update", drafts_, *target_->store_, keys, values);
   KvView view = target_->LogicalTail(target_->MaxSize() - 1);
   view.AddRange(&drafts_, 0, drafts_.Length());
-  // Logical order: the window applies as a plain sliding-window mask.
+  // Logical order: the window applies as a window-only mask (future keys stay as the caller says).
   return KVHistory(view, MaskApplier{MaskApplier::Kind::kLogicalSliding, keys.Dim(2), view.Length(),
                                      target_->MaxSize(), 0, offset_ - view.Length()});
 }
