@@ -66,6 +66,24 @@ TEST(ThreadPoolTest, WorkersReallyRunInParallel) {
   EXPECT_TRUE(met.load());
 }
 
+TEST(ThreadPoolTest, RunsFromSeveralThreadsAreSerialisedAndEachCompletes) {
+  ThreadPool pool(2);
+  constexpr int kCallers = 3;
+  std::vector<std::thread> callers;
+  std::vector<int> bad(kCallers, 0);
+  for (int c = 0; c < kCallers; ++c) {
+    callers.emplace_back([&pool, &bad, c] {
+      for (int round = 0; round < 50; ++round) {
+        std::vector<int> runs(37, 0);  // plain ints: Run must order the writes before it returns
+        pool.Run(runs.size(), [&](std::size_t task, int) { ++runs[task]; });
+        for (int r : runs) bad[static_cast<std::size_t>(c)] += r == 1 ? 0 : 1;
+      }
+    });
+  }
+  for (std::thread& t : callers) t.join();
+  for (int c = 0; c < kCallers; ++c) EXPECT_EQ(bad[static_cast<std::size_t>(c)], 0) << c;
+}
+
 // A starter that fails at start number `fail_at` (1-based) as a process limit
 // would, and counts the workers it did start that have finished.
 std::atomic<int> fail_at{0};
