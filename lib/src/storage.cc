@@ -12,12 +12,13 @@ namespace {
 // 64 B: one cache line, and the widest vector (AVX-512) the kernels load.
 constexpr std::align_val_t kStorageAlignment{64};
 
+// The nothrow form: sanitizer runtimes cannot throw std::bad_alloc from the
+// throwing one and abort instead, so this is the only form that reports a failed
+// allocation the same way in every build.
 std::byte* AllocateBytes(std::size_t bytes) {
-  try {
-    return static_cast<std::byte*>(::operator new(bytes, kStorageAlignment));
-  } catch (const std::bad_alloc&) {
-    throw Error(fmt::format("[Storage] cannot allocate {} bytes", bytes));
-  }
+  void* data = ::operator new(bytes, kStorageAlignment, std::nothrow);
+  if (data == nullptr) throw Error(fmt::format("[Storage] cannot allocate {} bytes", bytes));
+  return static_cast<std::byte*>(data);
 }
 
 }  // namespace
