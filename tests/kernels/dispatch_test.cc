@@ -114,6 +114,22 @@ TEST(DispatchTest, TierCapIsTheOneReadFromTheEnvironment) {
   EXPECT_EQ(&TierCap(), &TierCap()) << "read once";
 }
 
+TEST(DispatchTest, SettingTheVariableLaterChangesNothing) {
+  const Isa cap = TierCap().cap;
+  const KernelTable* best = &BestKernels();
+  const char* before = std::getenv("RINGKV_ISA");
+  const std::string saved = before == nullptr ? "" : before;
+  ASSERT_EQ(setenv("RINGKV_ISA", cap == Isa::kScalar ? "avx512" : "scalar", 1), 0);
+  EXPECT_EQ(TierCap().cap, cap);
+  EXPECT_EQ(&BestKernels(), best);
+  EXPECT_EQ(AvailableIsas().back(), best->isa);
+  if (before == nullptr) {
+    unsetenv("RINGKV_ISA");
+  } else {
+    setenv("RINGKV_ISA", saved.c_str(), 1);
+  }
+}
+
 TEST(TierCapTest, EveryTierKeyParsesToItsTier) {
   for (Isa isa : kAllTiers) {
     const std::string key(IsaKey(isa));
