@@ -8,6 +8,13 @@ macro(ringkv_apply_sanitizers)
   if(RINGKV_UBSAN)
     list(APPEND _ringkv_san undefined)
   endif()
+  if(RINGKV_TSAN)
+    # ThreadSanitizer cannot share a process with AddressSanitizer.
+    if(RINGKV_ASAN)
+      message(FATAL_ERROR "RINGKV_TSAN and RINGKV_ASAN cannot be combined")
+    endif()
+    list(APPEND _ringkv_san thread)
+  endif()
   if(_ringkv_san)
     list(JOIN _ringkv_san "," _ringkv_san_list)
     add_compile_options(-fsanitize=${_ringkv_san_list} -fno-omit-frame-pointer

@@ -1,4 +1,5 @@
-// Prints the CPU features ringkv detected and the kernel tier it will run.
+// Prints the CPU features ringkv detected, the process tier cap (RINGKV_ISA) and
+// the kernel tier it will run.
 #include <cstdio>
 #include <string>
 
@@ -11,13 +12,24 @@ int main() {
   const auto yes = [](bool b) { return b ? "yes" : "no"; };
   std::printf("sse4.2 %s | avx %s | avx2 %s | fma %s | f16c %s\n", yes(f.sse42), yes(f.avx),
               yes(f.avx2), yes(f.fma), yes(f.f16c));
-  std::printf("avx512f %s | avx512dq %s | avx512bw %s | avx512vl %s\n", yes(f.avx512f),
-              yes(f.avx512dq), yes(f.avx512bw), yes(f.avx512vl));
+  std::printf("avx512f %s | avx512cd %s | avx512dq %s | avx512bw %s | avx512vl %s\n",
+              yes(f.avx512f), yes(f.avx512cd), yes(f.avx512dq), yes(f.avx512bw), yes(f.avx512vl));
+  const TierCapSetting& cap = TierCap();
+  const std::string cap_key(IsaKey(cap.cap));
+  if (cap.value.empty()) {
+    std::printf("tier cap: none (RINGKV_ISA unset)\n");
+  } else if (cap.valid) {
+    std::printf("tier cap: %s (RINGKV_ISA=%s)\n", cap_key.c_str(), cap.value.c_str());
+  } else {
+    std::printf("tier cap: %s (RINGKV_ISA=%s names no tier; ringkv::Context refuses to start)\n",
+                cap_key.c_str(), cap.value.c_str());
+  }
   std::printf("tiers: ");
   for (Isa isa : {Isa::kScalar, Isa::kSse42, Isa::kAvx2, Isa::kAvx512}) {
-    const char* state = !IsaCompiled(isa)   ? "not compiled"
-                        : IsaRunsOn(isa, f) ? "available"
-                                            : "unsupported by this CPU";
+    const char* state = !IsaCompiled(isa)    ? "not compiled"
+                        : !IsaRunsOn(isa, f) ? "unsupported by this CPU"
+                        : isa > cap.cap      ? "above the cap"
+                                             : "available";
     std::printf("%s (%s)  ", std::string(IsaName(isa)).c_str(), state);
   }
   std::printf("\nchosen: %s\n", std::string(IsaName(BestKernels().isa)).c_str());

@@ -2,17 +2,32 @@
 # Installs what is missing, configures, builds (warnings as errors) and runs every test.
 #   tools/test.sh                 the normal build, in build/test
 #   tools/test.sh --sanitize      AddressSanitizer + UBSan, in build/sanitize
+#   tools/test.sh --tsan          ThreadSanitizer (RelWithDebInfo), in build/tsan
+# Each runs the whole ctest suite, which includes the end-to-end suites once per
+# kernel tier this machine has (label "tier", docs/kernels.md "Capping the tier").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 mode=test
 cmake_args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo)
-if [ "${1:-}" = "--sanitize" ]; then
-  mode=sanitize
-  # Benchmarks are not run under the sanitizers; tools are (the demo test).
-  cmake_args=(-DCMAKE_BUILD_TYPE=Debug -DRINGKV_ASAN=ON -DRINGKV_UBSAN=ON
-              -DRINGKV_BUILD_BENCHMARKS=OFF)
-fi
+case "${1:-}" in
+  "") ;;
+  --sanitize)
+    mode=sanitize
+    # Benchmarks are not run under the sanitizers; tools are (the demo test).
+    cmake_args=(-DCMAKE_BUILD_TYPE=Debug -DRINGKV_ASAN=ON -DRINGKV_UBSAN=ON
+                -DRINGKV_BUILD_BENCHMARKS=OFF)
+    ;;
+  --tsan)
+    mode=tsan
+    # Optimised, so that the races TSan sees are those of the code that ships.
+    cmake_args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DRINGKV_TSAN=ON -DRINGKV_BUILD_BENCHMARKS=OFF)
+    ;;
+  *)
+    echo "usage: tools/test.sh [--sanitize | --tsan]" >&2
+    exit 2
+    ;;
+esac
 
 tools/install_deps.sh
 build="build/$mode"
@@ -20,4 +35,5 @@ cmake -S . -B "$build" -G Ninja -DRINGKV_WERROR=ON "${cmake_args[@]}"
 cmake --build "$build" --parallel "$(nproc)"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
 ctest --test-dir "$build" --output-on-failure --parallel "$(nproc)"

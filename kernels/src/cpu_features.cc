@@ -47,6 +47,7 @@ CpuFeatures DetectCpu() noexcept {
   f.avx2 = f.avx && Bit(leaf7.ebx, 5);
   f.avx512f = os_zmm && Bit(leaf7.ebx, 16);
   f.avx512dq = f.avx512f && Bit(leaf7.ebx, 17);
+  f.avx512cd = f.avx512f && Bit(leaf7.ebx, 28);
   f.avx512bw = f.avx512f && Bit(leaf7.ebx, 30);
   f.avx512vl = f.avx512f && Bit(leaf7.ebx, 31);
   return f;
@@ -61,8 +62,10 @@ bool IsaRunsOn(Isa isa, const CpuFeatures& f) noexcept {
     case Isa::kAvx2:
       return f.sse42 && f.avx2 && f.fma && f.f16c;
     case Isa::kAvx512:
-      return f.sse42 && f.avx2 && f.fma && f.f16c && f.avx512f && f.avx512dq && f.avx512bw &&
-             f.avx512vl;
+      // CD because the unit is compiled with -mavx512cd (and xsimd's avx512bw
+      // arch derives from avx512cd): the compiler may use it anywhere there.
+      return f.sse42 && f.avx2 && f.fma && f.f16c && f.avx512f && f.avx512cd && f.avx512dq &&
+             f.avx512bw && f.avx512vl;
   }
   return false;
 }
@@ -90,11 +93,33 @@ std::string_view IsaName(Isa isa) noexcept {
   return "unknown";
 }
 
+std::string_view IsaKey(Isa isa) noexcept {
+  switch (isa) {
+    case Isa::kScalar:
+      return "scalar";
+    case Isa::kSse42:
+      return "sse42";
+    case Isa::kAvx2:
+      return "avx2";
+    case Isa::kAvx512:
+      return "avx512";
+  }
+  return "unknown";
+}
+
+std::optional<Isa> IsaFromKey(std::string_view key) noexcept {
+  for (Isa isa : {Isa::kScalar, Isa::kSse42, Isa::kAvx2, Isa::kAvx512}) {
+    if (key == IsaKey(isa)) return isa;
+  }
+  return std::nullopt;
+}
+
 std::vector<Isa> AvailableIsas() {
   const CpuFeatures f = DetectCpu();
+  const Isa cap = TierCap().cap;
   std::vector<Isa> out;
   for (Isa isa : {Isa::kScalar, Isa::kSse42, Isa::kAvx2, Isa::kAvx512}) {
-    if (IsaCompiled(isa) && IsaRunsOn(isa, f)) out.push_back(isa);
+    if (IsaCompiled(isa) && IsaRunsOn(isa, f) && isa <= cap) out.push_back(isa);
   }
   return out;
 }

@@ -1,5 +1,6 @@
 // Builds each tier's table once (function-local statics: immutable after
-// construction, so there is no mutable global state) and picks the best one.
+// construction, so there is no mutable global state) and picks the best one
+// within the process's tier cap.
 #include "ringkv/kernels/kernel_table.h"
 
 #include "fill_kernels.h"
@@ -47,7 +48,7 @@ const KernelTable* Compiled(Isa isa) noexcept {
 
 const KernelTable* KernelsFor(Isa isa) noexcept {
   static const CpuFeatures features = DetectCpu();
-  if (!IsaCompiled(isa) || !IsaRunsOn(isa, features)) return nullptr;
+  if (!IsaCompiled(isa) || !IsaRunsOn(isa, features) || isa > TierCap().cap) return nullptr;
   return Compiled(isa);
 }
 

@@ -4,7 +4,11 @@
 // a short while before they block on a condition variable.
 #include "ringkv/kernels/thread_pool.h"
 
+#include <atomic>
 #include <chrono>
+#include <utility>
+
+#include "thread_start.h"
 
 namespace ringkv::kernels {
 namespace {
@@ -30,24 +34,56 @@ bool SpinUntil(const Done& done) {
   return true;
 }
 
+std::thread StartWithStdThread(std::function<void()> body) { return std::thread(std::move(body)); }
+
+// The test seam of thread_start.h; only tests ever store another starter.
+std::atomic<internal::ThreadStarter> thread_starter{StartWithStdThread};
+
 }  // namespace
+
+namespace internal {
+
+std::thread StartThread(std::function<void()> body) {
+  return thread_starter.load(std::memory_order_acquire)(std::move(body));
+}
+
+ScopedThreadStarter::ScopedThreadStarter(ThreadStarter starter) noexcept
+    : previous_(thread_starter.exchange(starter, std::memory_order_acq_rel)) {}
+
+ScopedThreadStarter::~ScopedThreadStarter() {
+  thread_starter.store(previous_, std::memory_order_release);
+}
+
+}  // namespace internal
 
 ThreadPool::ThreadPool(int threads)
     : size_(threads > 0 ? threads
                         : static_cast<int>(std::thread::hardware_concurrency() > 0
                                                ? std::thread::hardware_concurrency()
                                                : 1)) {
-  workers_.reserve(static_cast<std::size_t>(size_ - 1));
-  for (int w = 1; w < size_; ++w) workers_.emplace_back([this, w] { WorkerLoop(w); });
+  try {
+    workers_.reserve(static_cast<std::size_t>(size_ - 1));
+    for (int w = 1; w < size_; ++w) {
+      workers_.push_back(internal::StartThread([this, w] { WorkerLoop(w); }));
+    }
+  } catch (...) {
+    // A thread that cannot start (a process limit): the destructor will not
+    // run, and a joinable std::thread left behind would terminate the process.
+    StopAndJoin();
+    throw;
+  }
 }
 
-ThreadPool::~ThreadPool() {
+ThreadPool::~ThreadPool() { StopAndJoin(); }
+
+void ThreadPool::StopAndJoin() noexcept {
   {
     const std::lock_guard lock(mutex_);
     stop_.store(true, std::memory_order_release);
   }
   wake_.notify_all();
   for (std::thread& t : workers_) t.join();
+  workers_.clear();
 }
 
 void ThreadPool::Run(std::size_t tasks,

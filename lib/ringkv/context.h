@@ -13,8 +13,11 @@ namespace ringkv {
 class Context {
  public:
   // threads <= 0 means one per hardware thread. Without `isa` the best tier for
-  // this CPU is used; an isa that is not compiled in or cannot run here throws
-  // ringkv::Error.
+  // this CPU within the process's tier cap (RINGKV_ISA, kernels::TierCap()) is
+  // used. Throws ringkv::Error, before starting any thread, when `isa` is not
+  // compiled in, cannot run on this CPU or is above the tier cap, or when
+  // RINGKV_ISA names no tier; and when the threads cannot be started (e.g. a
+  // process limit), after joining those that did start.
   explicit Context(int threads = 1, std::optional<kernels::Isa> isa = std::nullopt);
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
@@ -23,8 +26,8 @@ class Context {
   const kernels::KernelTable& Kernels() const noexcept { return *table_; }
 
  private:
+  const kernels::KernelTable* table_;  // first: validated before any thread starts
   kernels::ThreadPool pool_;
-  const kernels::KernelTable* table_;
 };
 
 }  // namespace ringkv

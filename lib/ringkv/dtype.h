@@ -1,5 +1,6 @@
 #pragma once
-// DType names; the enum and the scalar f16/bf16 conversions come from the kernels.
+// DType names; the enum, IsKnownDType and the scalar f16/bf16 conversions come from
+// the kernels.
 
 #include <string_view>
 

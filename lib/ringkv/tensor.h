@@ -25,6 +25,7 @@ class Storage {
 
   // kUninitialized is for buffers that are written in full before they are read:
   // zeroing a fresh 1 MiB cache block cost more than the token writes into it.
+  // Throws ringkv::Error when the bytes cannot be allocated.
   explicit Storage(std::size_t bytes, Init init = Init::kZero);
   ~Storage();
   Storage(const Storage&) = delete;
@@ -43,6 +44,9 @@ class Tensor {
  public:
   Tensor() = default;  // empty: rank 0, no storage, NumElements() == 0
 
+  // The allocating factories (and AsType, Clone, Contiguous) throw ringkv::Error
+  // for a dtype outside the enum, a byte count above 2^63 - 1, or an allocation
+  // that fails; the message names the shape and the bytes.
   static Tensor Zeros(DType dtype, const Shape& shape);
   // Contiguous, with unspecified contents: for buffers the caller overwrites in
   // full before reading (copies, cache blocks).
@@ -87,7 +91,7 @@ class Tensor {
   std::vector<float> ToVector() const;
 
  private:
-  static Tensor Allocate(DType dtype, const Shape& shape, Storage::Init init);
+  static Tensor Allocate(const char* function, DType dtype, const Shape& shape, Storage::Init init);
 
   std::shared_ptr<Storage> storage_;
   DType dtype_ = DType::kF32;

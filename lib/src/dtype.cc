@@ -1,5 +1,10 @@
 #include "ringkv/dtype.h"
 
+#include <fmt/format.h>
+
+#include "dtype_check.h"
+#include "ringkv/error.h"
+
 namespace ringkv {
 
 std::string_view DTypeName(DType dtype) noexcept {
@@ -14,4 +19,14 @@ std::string_view DTypeName(DType dtype) noexcept {
   return "unknown";
 }
 
+namespace detail {
+
+void CheckDType(const char* function, DType dtype) {
+  if (!IsKnownDType(dtype)) {
+    throw Error(fmt::format("[{}] dtype {} is not one of f32, f16, bf16", function,
+                            static_cast<int>(dtype)));
+  }
+}
+
+}  // namespace detail
 }  // namespace ringkv

@@ -2,9 +2,15 @@
 
 #include <fmt/format.h>
 
+#include <cstddef>
 #include <gsl/assert>
 #include <gsl/narrow>
+#include <limits>
+#include <memory>
+#include <new>
+#include <string>
 
+#include "dtype_check.h"
 #include "ringkv/error.h"
 #include "ringkv/format.h"
 #include "ringkv/kernels/kernel_table.h"
@@ -34,17 +40,39 @@ void CheckAxis(const char* function, const Tensor& tensor, int axis) {
 }  // namespace
 
 Tensor Tensor::Zeros(DType dtype, const Shape& shape) {
-  return Allocate(dtype, shape, Storage::Init::kZero);
+  return Allocate("Tensor::Zeros", dtype, shape, Storage::Init::kZero);
 }
 
 Tensor Tensor::Uninitialized(DType dtype, const Shape& shape) {
-  return Allocate(dtype, shape, Storage::Init::kUninitialized);
+  return Allocate("Tensor::Uninitialized", dtype, shape, Storage::Init::kUninitialized);
 }
 
-Tensor Tensor::Allocate(DType dtype, const Shape& shape, Storage::Init init) {
+Tensor Tensor::Allocate(const char* function, DType dtype, const Shape& shape, Storage::Init init) {
+  detail::CheckDType(function, dtype);
+  // The element count fits int64 (Shape checks it); the byte count may not fit
+  // size_t, and no object may exceed PTRDIFF_MAX bytes (the kernels take
+  // pointer differences).
+  const auto elements = static_cast<std::size_t>(shape.NumElements());
+  constexpr auto kMaxBytes = static_cast<std::size_t>(std::numeric_limits<std::ptrdiff_t>::max());
+  std::size_t bytes = 0;
+  if (__builtin_mul_overflow(elements, SizeOf(dtype), &bytes) || bytes > kMaxBytes) {
+    const std::string total = bytes > kMaxBytes ? fmt::format(" are {} bytes,", bytes) : " are";
+    throw Error(
+        fmt::format("[{}] shape {} of {}: {} elements of {} bytes{} more than 2^63 - 1 bytes",
+                    function, shape, dtype, elements, SizeOf(dtype), total));
+  }
+  const auto cannot_allocate = [&] {
+    return Error(fmt::format("[{}] shape {} of {}: cannot allocate {} bytes", function, shape,
+                             dtype, bytes));
+  };
   Tensor tensor;
-  const auto bytes = gsl::narrow<std::size_t>(shape.NumElements()) * SizeOf(dtype);
-  tensor.storage_ = std::make_shared<Storage>(bytes, init);
+  try {
+    tensor.storage_ = std::make_shared<Storage>(bytes, init);
+  } catch (const std::bad_alloc&) {  // the shared_ptr's control block
+    throw cannot_allocate();
+  } catch (const Error&) {  // the bytes (Storage)
+    throw cannot_allocate();
+  }
   tensor.dtype_ = dtype;
   tensor.shape_ = shape;
   tensor.strides_ = ContiguousStrides(shape);
@@ -53,11 +81,12 @@ Tensor Tensor::Allocate(DType dtype, const Shape& shape, Storage::Init init) {
 }
 
 Tensor Tensor::FromVector(std::span<const float> values, const Shape& shape, DType dtype) {
+  detail::CheckDType("Tensor::FromVector", dtype);
   if (gsl::narrow<std::int64_t>(values.size()) != shape.NumElements()) {
     throw ShapeError(fmt::format("[Tensor::FromVector] values.size() {} != {} elements of shape {}",
                                  values.size(), shape.NumElements(), shape));
   }
-  Tensor tensor = Uninitialized(dtype, shape);
+  Tensor tensor = Allocate("Tensor::FromVector", dtype, shape, Storage::Init::kUninitialized);
   kernels::BestKernels().convert(DType::kF32, values.data(), dtype, tensor.MutableData(),
                                  values.size());
   return tensor;
@@ -138,8 +167,9 @@ Tensor Tensor::Contiguous() const { return IsContiguous() ? *this : Clone(); }
 Tensor Tensor::Clone() const { return AsType(dtype_); }
 
 Tensor Tensor::AsType(DType dtype) const {
+  detail::CheckDType("Tensor::AsType", dtype);
   if (Empty()) return Tensor();
-  Tensor result = Uninitialized(dtype, shape_);
+  Tensor result = Allocate("Tensor::AsType", dtype, shape_, Storage::Init::kUninitialized);
   detail::CopyElements(*this, result);
   return result;
 }

@@ -1,11 +1,19 @@
-// Tier dispatch: which tables exist, which one is best, and the IsaRunsOn rules
-// for synthetic CPUs (the host can only show one).
+// Tier dispatch: which tables exist, which one is best, the IsaRunsOn rules for
+// synthetic CPUs (the host can only show one), the detector against the
+// compiler's own, and the process tier cap (RINGKV_ISA). ctest runs this suite
+// once per tier cap (tests/CMakeLists.txt), so the cap checks see every value.
 #include <gtest/gtest.h>
 
+#include <cstddef>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "ringkv/kernels/isa.h"
 #include "ringkv/kernels/kernel_table.h"
+#include "tier_cap.h"
 
 namespace ringkv::kernels {
 namespace {
@@ -19,7 +27,17 @@ bool Contains(const std::vector<Isa>& isas, Isa isa) {
   return false;
 }
 
-TEST(DispatchTest, EveryAvailableTierHasAFilledTableOfThatTier) {
+// Every entry point of a table. A new entry makes the static_assert fail until it
+// is listed here, so a tier that forgets to fill it cannot pass unnoticed.
+static_assert(sizeof(KernelTable) == 4 * sizeof(void*),
+              "KernelTable gained an entry: add it to EntryPoints()");
+std::vector<std::pair<const char*, bool>> EntryPoints(const KernelTable& t) {
+  return {{"convert", t.convert != nullptr},
+          {"ring_gather", t.ring_gather != nullptr},
+          {"attend", t.attend != nullptr}};
+}
+
+TEST(DispatchTest, EveryAvailableTierHasAFullyFilledTableOfThatTier) {
   const std::vector<Isa> available = AvailableIsas();
   ASSERT_FALSE(available.empty());
   EXPECT_EQ(available.front(), Isa::kScalar);  // the scalar tier runs everywhere
@@ -27,8 +45,9 @@ TEST(DispatchTest, EveryAvailableTierHasAFilledTableOfThatTier) {
     const KernelTable* table = KernelsFor(isa);
     ASSERT_NE(table, nullptr) << IsaName(isa);
     EXPECT_EQ(table->isa, isa) << IsaName(isa);
-    EXPECT_NE(table->convert, nullptr) << IsaName(isa);
-    EXPECT_NE(table->ring_gather, nullptr) << IsaName(isa);
+    for (const auto& [name, filled] : EntryPoints(*table)) {
+      EXPECT_TRUE(filled) << IsaName(isa) << " leaves " << name << " null";
+    }
     EXPECT_EQ(KernelsFor(isa), table) << "the same immutable table every time";
   }
 }
@@ -42,11 +61,25 @@ TEST(DispatchTest, UnavailableTiersHaveNoTable) {
   }
 }
 
-TEST(DispatchTest, AvailableTiersAreCompiledRunnableAndOrdered) {
+// The cap RINGKV_ISA asks for, read here independently of the library: the
+// documented spellings, no cap when unset or empty, scalar for anything else.
+Isa ExpectedCap() {
+  const char* value = std::getenv("RINGKV_ISA");
+  if (value == nullptr || *value == '\0') return Isa::kAvx512;
+  const std::string_view v = value;
+  if (v == "avx512") return Isa::kAvx512;
+  if (v == "avx2") return Isa::kAvx2;
+  if (v == "sse42") return Isa::kSse42;
+  return Isa::kScalar;
+}
+
+TEST(DispatchTest, AvailableTiersAreCompiledRunnableWithinTheCapAndOrdered) {
   const std::vector<Isa> available = AvailableIsas();
   const CpuFeatures host = DetectCpu();
   for (Isa isa : kAllTiers) {
-    EXPECT_EQ(Contains(available, isa), IsaCompiled(isa) && IsaRunsOn(isa, host)) << IsaName(isa);
+    EXPECT_EQ(Contains(available, isa),
+              IsaCompiled(isa) && IsaRunsOn(isa, host) && isa <= ExpectedCap())
+        << IsaName(isa);
   }
   for (std::size_t i = 1; i < available.size(); ++i) EXPECT_LT(available[i - 1], available[i]);
 }
@@ -57,6 +90,78 @@ TEST(DispatchTest, BestKernelsIsTheHighestAvailableTier) {
   EXPECT_EQ(&BestKernels(), KernelsFor(available.back()));
 }
 
+// Conversions and cache writes run BestKernels(), attention runs a Context's
+// table (from KernelsFor or BestKernels): the cap must bound both.
+TEST(DispatchTest, BestKernelsAndKernelsForHonourTheTierCap) {
+  const Isa cap = ExpectedCap();
+  const CpuFeatures host = DetectCpu();
+  Isa expected_best = Isa::kScalar;
+  for (Isa isa : kAllTiers) {
+    if (isa <= cap && IsaCompiled(isa) && IsaRunsOn(isa, host)) expected_best = isa;
+  }
+  EXPECT_EQ(BestKernels().isa, expected_best) << "RINGKV_ISA caps at " << IsaName(cap);
+  for (Isa isa : kAllTiers) {
+    if (isa > cap) {
+      EXPECT_EQ(KernelsFor(isa), nullptr) << IsaName(isa) << " is above the cap";
+    }
+  }
+}
+
+TEST(DispatchTest, TierCapIsTheOneReadFromTheEnvironment) {
+  EXPECT_EQ(TierCap().cap, ExpectedCap());
+  const char* value = std::getenv("RINGKV_ISA");
+  EXPECT_EQ(TierCap().value, value == nullptr ? "" : value);
+  EXPECT_EQ(&TierCap(), &TierCap()) << "read once";
+}
+
+TEST(DispatchTest, SettingTheVariableLaterChangesNothing) {
+  const Isa cap = TierCap().cap;
+  const KernelTable* best = &BestKernels();
+  const char* before = std::getenv("RINGKV_ISA");
+  const std::string saved = before == nullptr ? "" : before;
+  ASSERT_EQ(setenv("RINGKV_ISA", cap == Isa::kScalar ? "avx512" : "scalar", 1), 0);
+  EXPECT_EQ(TierCap().cap, cap);
+  EXPECT_EQ(&BestKernels(), best);
+  EXPECT_EQ(AvailableIsas().back(), best->isa);
+  if (before == nullptr) {
+    unsetenv("RINGKV_ISA");
+  } else {
+    setenv("RINGKV_ISA", saved.c_str(), 1);
+  }
+}
+
+TEST(TierCapTest, EveryTierKeyParsesToItsTier) {
+  for (Isa isa : kAllTiers) {
+    const std::string key(IsaKey(isa));
+    const TierCapSetting setting = internal::ParseTierCap(key.c_str());
+    EXPECT_EQ(setting.cap, isa) << key;
+    EXPECT_TRUE(setting.valid) << key;
+    EXPECT_EQ(setting.value, key);
+    EXPECT_EQ(IsaFromKey(key), isa);
+  }
+}
+
+TEST(TierCapTest, UnsetOrEmptyMeansNoCap) {
+  for (const char* value : {static_cast<const char*>(nullptr), ""}) {
+    const TierCapSetting setting = internal::ParseTierCap(value);
+    EXPECT_EQ(setting.cap, Isa::kAvx512);
+    EXPECT_TRUE(setting.valid);
+    EXPECT_EQ(setting.value, "");
+  }
+}
+
+TEST(TierCapTest, AValueThatNamesNoTierCapsAtScalarAndIsMarkedInvalid) {
+  // Display names, other case, spaces and typos are not tier keys.
+  for (const char* value :
+       {"bogus", "AVX2", "sse4.2", "avx2+fma+f16c", " avx2", "avx512 ", "avx"}) {
+    const TierCapSetting setting = internal::ParseTierCap(value);
+    EXPECT_EQ(setting.cap, Isa::kScalar) << value;
+    EXPECT_FALSE(setting.valid) << value;
+    EXPECT_EQ(setting.value, value);
+    EXPECT_EQ(IsaFromKey(value), std::nullopt) << value;
+  }
+}
+
 CpuFeatures Avx2Cpu() {
   CpuFeatures f;
   f.sse42 = f.avx = f.avx2 = f.fma = f.f16c = true;
@@ -65,7 +170,7 @@ CpuFeatures Avx2Cpu() {
 
 CpuFeatures Avx512Cpu() {
   CpuFeatures f = Avx2Cpu();
-  f.avx512f = f.avx512dq = f.avx512bw = f.avx512vl = true;
+  f.avx512f = f.avx512cd = f.avx512dq = f.avx512bw = f.avx512vl = true;
   return f;
 }
 
@@ -99,7 +204,7 @@ TEST(IsaRunsOnTest, Avx2TierNeedsFmaAndF16c) {
   EXPECT_FALSE(IsaRunsOn(Isa::kAvx2, no_avx2));
 }
 
-TEST(IsaRunsOnTest, Avx512TierNeedsFDqBwVlAndTheAvx2Tier) {
+TEST(IsaRunsOnTest, Avx512TierNeedsFCdDqBwVlAndTheAvx2Tier) {
   EXPECT_TRUE(IsaRunsOn(Isa::kAvx512, Avx512Cpu()));
   EXPECT_TRUE(IsaRunsOn(Isa::kAvx2, Avx512Cpu()));
   CpuFeatures no_bw = Avx512Cpu();
@@ -115,6 +220,29 @@ TEST(IsaRunsOnTest, Avx512TierNeedsFDqBwVlAndTheAvx2Tier) {
   CpuFeatures no_f16c = Avx512Cpu();
   no_f16c.f16c = false;
   EXPECT_FALSE(IsaRunsOn(Isa::kAvx512, no_f16c));
+  CpuFeatures no_cd = Avx512Cpu();
+  no_cd.avx512cd = false;  // the AVX-512 unit is compiled with -mavx512cd
+  EXPECT_FALSE(IsaRunsOn(Isa::kAvx512, no_cd));
+  EXPECT_TRUE(IsaRunsOn(Isa::kAvx2, no_cd));
+}
+
+// The compiler's runtime (libgcc / compiler-rt) reads CPUID and XCR0 on its own:
+// every feature both can name must agree with DetectCpu() on this host.
+TEST(DetectCpuTest, AgreesWithTheCompilersCpuSupports) {
+  __builtin_cpu_init();
+  const CpuFeatures f = DetectCpu();
+  EXPECT_EQ(f.sse42, __builtin_cpu_supports("sse4.2") != 0) << "sse4.2";
+  EXPECT_EQ(f.avx, __builtin_cpu_supports("avx") != 0) << "avx";
+  EXPECT_EQ(f.avx2, __builtin_cpu_supports("avx2") != 0) << "avx2";
+  EXPECT_EQ(f.fma, __builtin_cpu_supports("fma") != 0) << "fma";
+#ifndef __clang__  // Clang 14 cannot name f16c
+  EXPECT_EQ(f.f16c, __builtin_cpu_supports("f16c") != 0) << "f16c";
+#endif
+  EXPECT_EQ(f.avx512f, __builtin_cpu_supports("avx512f") != 0) << "avx512f";
+  EXPECT_EQ(f.avx512cd, __builtin_cpu_supports("avx512cd") != 0) << "avx512cd";
+  EXPECT_EQ(f.avx512dq, __builtin_cpu_supports("avx512dq") != 0) << "avx512dq";
+  EXPECT_EQ(f.avx512bw, __builtin_cpu_supports("avx512bw") != 0) << "avx512bw";
+  EXPECT_EQ(f.avx512vl, __builtin_cpu_supports("avx512vl") != 0) << "avx512vl";
 }
 
 }  // namespace

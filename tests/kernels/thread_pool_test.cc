@@ -3,7 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <functional>
+#include <system_error>
+#include <thread>
 #include <vector>
+
+#include "thread_start.h"
 
 namespace ringkv::kernels {
 namespace {
@@ -59,6 +64,70 @@ TEST(ThreadPoolTest, WorkersReallyRunInParallel) {
     }
   });
   EXPECT_TRUE(met.load());
+}
+
+TEST(ThreadPoolTest, RunsFromSeveralThreadsAreSerialisedAndEachCompletes) {
+  ThreadPool pool(2);
+  constexpr int kCallers = 3;
+  std::vector<std::thread> callers;
+  std::vector<int> bad(kCallers, 0);
+  for (int c = 0; c < kCallers; ++c) {
+    callers.emplace_back([&pool, &bad, c] {
+      for (int round = 0; round < 50; ++round) {
+        std::vector<int> runs(37, 0);  // plain ints: Run must order the writes before it returns
+        pool.Run(runs.size(), [&](std::size_t task, int) { ++runs[task]; });
+        for (int r : runs) bad[static_cast<std::size_t>(c)] += r == 1 ? 0 : 1;
+      }
+    });
+  }
+  for (std::thread& t : callers) t.join();
+  for (int c = 0; c < kCallers; ++c) EXPECT_EQ(bad[static_cast<std::size_t>(c)], 0) << c;
+}
+
+// A starter that fails at start number `fail_at` (1-based) as a process limit
+// would, and counts the workers it did start that have finished.
+std::atomic<int> fail_at{0};
+std::atomic<int> starts{0};
+std::atomic<int> finished{0};
+
+std::thread FailingStarter(std::function<void()> body) {
+  if (starts.fetch_add(1) + 1 == fail_at.load()) {
+    throw std::system_error(std::make_error_code(std::errc::resource_unavailable_try_again),
+                            "test thread limit");
+  }
+  return std::thread([body = std::move(body)] {
+    body();
+    finished.fetch_add(1);
+  });
+}
+
+TEST(ThreadPoolTest, AFailedThreadStartJoinsTheStartedWorkersAndThrows) {
+  const internal::ScopedThreadStarter limit(FailingStarter);
+  for (int k = 1; k <= 3; ++k) {  // a pool of 4 starts 3 workers
+    fail_at = k;
+    starts = 0;
+    finished = 0;
+    try {
+      const ThreadPool pool(4);
+      ADD_FAILURE() << "no exception when start " << k << " fails";
+    } catch (const std::system_error& error) {
+      EXPECT_EQ(error.code(), std::errc::resource_unavailable_try_again);
+    }
+    EXPECT_EQ(starts.load(), k);
+    // Every worker that was started has returned: it was stopped and joined.
+    EXPECT_EQ(finished.load(), k - 1) << "start " << k << " failed";
+  }
+}
+
+TEST(ThreadPoolTest, WorksAgainOnceThreadsCanStart) {
+  {
+    const internal::ScopedThreadStarter limit(FailingStarter);
+    fail_at = 1;
+    starts = 0;
+    EXPECT_THROW(ThreadPool(2), std::system_error);
+  }
+  ThreadPool pool(3);  // the default starter is back
+  ExpectEachTaskOnce(pool, 100);
 }
 
 }  // namespace

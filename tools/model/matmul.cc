@@ -83,10 +83,22 @@ template <std::size_t R>
 // operations (CMakeLists.txt builds this file with -ffp-contract=off: no FMA
 // contraction that could differ between tile shapes), so the result never depends
 // on `rows`. On Zen 3 separate multiply and add issue on separate pipes, so
-// contraction would not be faster anyway.
-__attribute__((target_clones("arch=x86-64-v3", "default"))) void Block(
-    const float* x, std::int64_t row_begin, std::int64_t row_end, const Matrix& w,
-    std::int64_t out_begin, std::int64_t out_end, float* y, bool add) {
+// contraction would not be faster anyway. Under ThreadSanitizer only the default
+// clone exists: the loader runs the instrumented ifunc resolver before the TSan
+// runtime is up, which crashes every binary at start-up.
+#if defined(__SANITIZE_THREAD__)
+#define RINGKV_MATMUL_CLONES
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define RINGKV_MATMUL_CLONES
+#endif
+#endif
+#ifndef RINGKV_MATMUL_CLONES
+#define RINGKV_MATMUL_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#endif
+RINGKV_MATMUL_CLONES void Block(const float* x, std::int64_t row_begin, std::int64_t row_end,
+                                const Matrix& w, std::int64_t out_begin, std::int64_t out_end,
+                                float* y, bool add) {
   const std::int64_t n = w.cols, out = w.rows;
   std::int64_t r = row_begin;
   constexpr auto kRows = static_cast<std::int64_t>(kTileRows);

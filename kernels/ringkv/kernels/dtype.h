@@ -11,6 +11,12 @@ enum class DType : std::uint8_t { kF32, kF16, kBF16 };
 
 constexpr std::size_t SizeOf(DType dtype) noexcept { return dtype == DType::kF32 ? 4 : 2; }
 
+// Whether `dtype` is one of the enumerators (a cast can make any other value).
+// The library rejects other values wherever a DType enters its API.
+constexpr bool IsKnownDType(DType dtype) noexcept {
+  return dtype == DType::kF32 || dtype == DType::kF16 || dtype == DType::kBF16;
+}
+
 }  // namespace ringkv
 
 namespace ringkv {

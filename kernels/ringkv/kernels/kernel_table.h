@@ -33,10 +33,12 @@ struct KernelTable {
   void (*attend)(const AttendTile& tile) noexcept = nullptr;
 };
 
-// The table for `isa`, or nullptr when the tier is not compiled in or cannot run here.
+// The table for `isa`, or nullptr when the tier is not compiled in, cannot run
+// here, or is above the process's tier cap (TierCap(), RINGKV_ISA).
 const KernelTable* KernelsFor(Isa isa) noexcept;
 
-// The best table for this CPU; detection runs once, the table never changes.
+// The best table for this CPU within the tier cap; detection runs once, the
+// table never changes. Tensor conversions and cache writes run this table.
 const KernelTable& BestKernels() noexcept;
 
 }  // namespace ringkv::kernels

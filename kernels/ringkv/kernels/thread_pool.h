@@ -16,7 +16,9 @@ namespace ringkv::kernels {
 
 class ThreadPool {
  public:
-  // `threads` <= 0 means std::thread::hardware_concurrency().
+  // `threads` <= 0 means std::thread::hardware_concurrency(). Throws
+  // std::system_error when a worker thread cannot be started (e.g. a process
+  // limit), after stopping and joining the workers it did start.
   explicit ThreadPool(int threads = 0);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
@@ -32,6 +34,7 @@ class ThreadPool {
  private:
   void WorkerLoop(int worker);
   void Drain(int worker);
+  void StopAndJoin() noexcept;
 
   int size_;
   std::vector<std::thread> workers_;

@@ -1,0 +1,27 @@
+# Whole suites run once per kernel tier, through the process tier cap RINGKV_ISA
+# (docs/kernels.md, "Capping the tier").
+#
+# ringkv_add_tier_runs(NAME <name> COMMAND <command> [args...] [TIMEOUT <seconds>])
+#   adds, for every tier this build compiles, a test tier.<key>.<name> (label
+#   "tier") that runs `ringkv_tier_run <key> <command> [args...]`: the command with
+#   RINGKV_ISA=<key> when this CPU runs that tier, otherwise a check that the tier
+#   is refused. Each run gets its own TMPDIR, so runs of one suite on several
+#   tiers at once never share a temporary file.
+function(ringkv_add_tier_runs)
+  cmake_parse_arguments(ARG "" "NAME;TIMEOUT" "COMMAND" ${ARGN})
+  if(NOT ARG_TIMEOUT)
+    set(ARG_TIMEOUT 600)
+  endif()
+  set(keys scalar sse42 avx2)
+  if(RINGKV_ENABLE_AVX512)
+    list(APPEND keys avx512)
+  endif()
+  foreach(key IN LISTS keys)
+    set(test tier.${key}.${ARG_NAME})
+    set(tmp ${CMAKE_BINARY_DIR}/tier_tmp/${key}.${ARG_NAME})
+    file(MAKE_DIRECTORY ${tmp})
+    add_test(NAME ${test} COMMAND ringkv_tier_run ${key} ${ARG_COMMAND})
+    set_tests_properties(${test} PROPERTIES
+      LABELS tier TIMEOUT ${ARG_TIMEOUT} ENVIRONMENT "TMPDIR=${tmp}")
+  endforeach()
+endfunction()
