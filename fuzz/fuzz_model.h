@@ -17,10 +17,6 @@ inline PromptCacheOptions FuzzOptions() {
   PromptCacheOptions o;
   o.byte_budget = std::size_t{1} << 20;
   o.fingerprint = "ringkv-fuzz";
-  o.kv_dtype = DType::kF32;
-  o.kv_heads = 1;
-  o.key_dim = 2;
-  o.value_dim = 2;
   return o;
 }
 

@@ -13,6 +13,7 @@ target_sources(ringkv_core PRIVATE
   src/prompt/prompt_file_write.cc
   src/prompt/prompt_restore.cc
   src/prompt/prompt_trie.cc
+  src/prompt/snapshot_access.cc
   src/prompt/snapshot_data.cc)
 # BUILD_INTERFACE: only include paths are needed, so the exported target names neither.
 target_link_libraries(ringkv_core PRIVATE

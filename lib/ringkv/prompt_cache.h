@@ -28,7 +28,6 @@
 #include <string>
 #include <vector>
 
-#include "ringkv/dtype.h"
 #include "ringkv/layer_caches.h"
 
 namespace ringkv {
@@ -37,17 +36,16 @@ namespace detail {
 struct PromptState;
 }
 
+// The K/V layout (dtype, kv heads, key and value dims) is not an option: it is
+// taken from the caches, per layer, at the first Commit (or Load), and every later
+// Commit, Checkpoint and Load must match it while the trie holds anything.
 struct PromptCacheOptions {
   // Bytes of snapshots the trie may hold (Σ Snapshot::Size() over its nodes and
   // pending checkpoints); never exceeded after a call returns.
   std::size_t byte_budget = std::size_t{256} << 20;
-  // Identifies the model (weights, tokenizer); written to files and checked on load.
+  // Identifies the model (weights, tokenizer, K/V dtype); written to files and
+  // checked on load.
   std::string fingerprint;
-  // The K/V every layer stores; files of another shape or dtype are rejected.
-  DType kv_dtype = DType::kF16;
-  std::int64_t kv_heads = 1;
-  std::int64_t key_dim = 1;
-  std::int64_t value_dim = 1;
 };
 
 struct PromptCacheStats {

@@ -30,10 +30,6 @@ PromptCacheOptions OptionsFor(const ModelConfig& c, std::size_t budget) {
   PromptCacheOptions o;
   o.byte_budget = budget;
   o.fingerprint = "tiny seed " + std::to_string(c.seed);
-  o.kv_dtype = c.kv_dtype;
-  o.kv_heads = c.kv_heads;
-  o.key_dim = c.head_dim;
-  o.value_dim = c.head_dim;
   return o;
 }
 

@@ -233,11 +233,20 @@ TEST_F(Rejects, AnotherModel) {
               std::string::npos)
         << e.what();
   }
-  PromptCacheOptions heads = Options(kLots);
-  heads.kv_heads = 2;
+  // Caches holding K/V of two heads (the file has one).
   LayerCaches caches = Mixed();
-  PromptCache wrong_heads(caches, heads);
-  EXPECT_THROW(wrong_heads.LoadFromMemory(file_), SnapshotError);
+  const Tensor two_heads = Tensor::Zeros(DType::kF32, {1, 2, 3, kDim});
+  for (std::size_t l = 0; l < caches.Size(); ++l) caches[l].Update(two_heads, two_heads);
+  PromptCache wrong_heads(caches, Options(kLots));
+  try {
+    wrong_heads.LoadFromMemory(file_);
+    ADD_FAILURE() << "loaded";
+  } catch (const SnapshotError& e) {
+    EXPECT_NE(std::string(e.what()).find("layer 0 holds K/V f32 x 1 heads, key dim 2, value dim 2 "
+                                         "in the file, f32 x 2 heads"),
+              std::string::npos)
+        << e.what();
+  }
   LayerCaches wider = LayerCaches::Interleaved(3, 2, 5, 4);  // window 5
   PromptCache wrong_window(wider, Options(kLots));
   try {

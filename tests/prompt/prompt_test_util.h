@@ -28,10 +28,6 @@ inline PromptCacheOptions Options(std::size_t budget, const char* fingerprint = 
   PromptCacheOptions o;
   o.byte_budget = budget;
   o.fingerprint = fingerprint;
-  o.kv_dtype = DType::kF32;
-  o.kv_heads = kHeads;
-  o.key_dim = kDim;
-  o.value_dim = kDim;
   return o;
 }
 

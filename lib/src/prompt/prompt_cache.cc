@@ -12,12 +12,20 @@
 namespace ringkv {
 namespace {
 
-void CheckOptions(const PromptCacheOptions& o, const LayerCaches& caches) {
+void CheckCaches(const LayerCaches& caches) {
   if (caches.Size() == 0) throw Error("[PromptCache] the caches have no layers");
-  if (o.kv_heads < 1 || o.key_dim < 1 || o.value_dim < 1) {
-    throw Error(fmt::format("[PromptCache] kv_heads {}, key_dim {} and value_dim {} must be >= 1",
-                            o.kv_heads, o.key_dim, o.value_dim));
-  }
+}
+
+// Throws unless `given` (K/V about to enter the trie) agrees with what it holds.
+void CheckLayouts(const char* function, const detail::PromptState& s,
+                  const detail::Layouts& given) {
+  const int bad = detail::FirstMismatch(given, s.layouts);
+  if (bad < 0) return;
+  const auto i = static_cast<std::size_t>(bad);
+  throw Error(fmt::format(
+      "[PromptCache::{}] layer {} holds K/V {}, the cached snapshots {} (Clear() the prompt "
+      "cache to change the layout)",
+      function, i, detail::LayoutName(*given[i]), detail::LayoutName(*s.layouts[i])));
 }
 
 void Preorder(const detail::PromptState& s, const detail::PromptNode& node, int parent,
@@ -53,7 +61,7 @@ std::unique_ptr<LayerSnapshot> CaptureWindows(const detail::PromptState& s, int 
 }  // namespace
 
 PromptCache::PromptCache(LayerCaches& caches, PromptCacheOptions options) {
-  CheckOptions(options, caches);
+  CheckCaches(caches);
   state_ = std::make_unique<detail::PromptState>(caches, std::move(options));
 }
 
@@ -90,6 +98,11 @@ void PromptCache::Checkpoint() {
   const int x = offsets.front();
   std::unique_ptr<LayerSnapshot> windows = CaptureWindows(s, x);
   if (windows == nullptr) return;
+  detail::Layouts layouts = detail::LayoutsOf(windows.get(), s.Layers());
+  CheckLayouts("Checkpoint", s, layouts);
+  detail::MergeLayouts(layouts, s.layouts);
+  // Nothing below throws except allocation.
+  s.layouts.swap(layouts);
   if (auto old = s.pending.find(x); old != s.pending.end()) {
     s.bytes -= old->second->Size();
     s.pending.erase(old);
@@ -118,6 +131,9 @@ void PromptCache::Commit(std::span<const int> tokens) {
         diff - s.live_tokens.begin(), s.live_tokens.size()));
   }
   if (n == 0) return;
+  // Every layer holds tokens, so every layout is known.
+  detail::Layouts layouts = detail::CacheLayouts(s.caches);
+  CheckLayouts("Commit", s, layouts);
 
   detail::TriePath path = detail::Walk(*s.root, tokens);
   const int m = path.matched;
@@ -171,6 +187,7 @@ void PromptCache::Commit(std::span<const int> tokens) {
     detail::FillWindows(s, *end, std::move(windows));
   }
   s.live_tokens.assign(tokens.begin(), tokens.end());
+  s.layouts.swap(layouts);
   const std::uint64_t now = s.Tick();
   path.nodes.back()->last_used = now;  // the entry this request ends at
   detail::EnforceBudget(s);
@@ -225,6 +242,7 @@ void PromptCache::Clear() noexcept {
   s.bytes = 0;
   s.stats.bytes = 0;
   s.stats.nodes = 0;
+  s.ForgetLayoutsIfEmpty();
 }
 
 PromptCacheStats PromptCache::Stats() const { return state_->stats; }

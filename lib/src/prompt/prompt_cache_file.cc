@@ -68,6 +68,7 @@ void PromptCache::LoadFromMemory(std::span<const std::byte> file) {
   }
   // Validated: install (nothing below throws).
   s.root = std::move(trie.root);
+  s.layouts.swap(trie.layouts);
   s.pending.clear();
   s.bytes = trie.bytes;
   s.clock = std::max(s.clock, trie.clock);

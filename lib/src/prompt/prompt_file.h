@@ -17,7 +17,8 @@
 namespace ringkv::detail {
 
 inline constexpr const char* kFileFormat = "ringkv.prompt_cache";
-inline constexpr int kFileVersion = 1;
+// 2: the K/V layout is stated per layer (version 1 had one, often wrong, for all).
+inline constexpr int kFileVersion = 2;
 // A header larger than this is rejected before parsing (a corrupt length field).
 inline constexpr std::size_t kMaxHeaderBytes = std::size_t{64} << 20;
 
@@ -34,6 +35,7 @@ std::vector<std::byte> EncodeHeader(const PromptState& s, std::span<const Prompt
 
 // A validated trie built from a file, not yet installed.
 struct LoadedTrie {
+  Layouts layouts;  // the file's, per layer
   std::unique_ptr<PromptNode> root;
   std::size_t bytes = 0;
   std::uint64_t clock = 0;

@@ -68,21 +68,26 @@ DType ParseDType(const std::string& name, const std::string& where) {
   Bad("{} has dtype \"{}\", not one of F32, F16, BF16", where, name);
 }
 
-void CheckModel(const PromptState& s, const json& model) {
+std::optional<KvLayout> ParseLayout(const json& kv, const std::string& where) {
+  if (kv.is_null()) return std::nullopt;
+  if (!kv.is_object()) Bad("{} is not an object", where);
+  KvLayout layout;
+  layout.dtype = ParseDType(String(kv, "dtype", where), where + ".dtype");
+  layout.heads = Int(kv, "heads", where, 1, INT_MAX);
+  layout.k_dim = Int(kv, "key_dim", where, 1, INT_MAX);
+  layout.v_dim = Int(kv, "value_dim", where, 1, INT_MAX);
+  return layout;
+}
+
+// The layers' kinds against the caches', and each layer's K/V layout against what
+// the caches hold now (where they hold anything). Returns the file's layouts.
+Layouts CheckModel(const PromptState& s, const json& model) {
   if (!model.is_object()) Bad("__metadata__.model is not an object");
-  const PromptCacheOptions& o = s.options;
-  const DType dtype = ParseDType(String(model, "kv_dtype", "model"), "model.kv_dtype");
-  const std::int64_t heads = Int(model, "kv_heads", "model", 1, INT_MAX);
-  const std::int64_t k_dim = Int(model, "key_dim", "model", 1, INT_MAX);
-  const std::int64_t v_dim = Int(model, "value_dim", "model", 1, INT_MAX);
-  if (dtype != o.kv_dtype || heads != o.kv_heads || k_dim != o.key_dim || v_dim != o.value_dim) {
-    Bad("the file holds K/V {} x {}/{} {}, the model {} x {}/{} {}", heads, k_dim, v_dim,
-        DTypeName(dtype), o.kv_heads, o.key_dim, o.value_dim, DTypeName(o.kv_dtype));
-  }
   const json& layers = Field(model, "layers", "model");
   if (!layers.is_array() || layers.size() != s.Layers()) {
     Bad("the file has {} layers, the model {}", layers.is_array() ? layers.size() : 0, s.Layers());
   }
+  Layouts layouts(s.Layers());
   for (std::size_t i = 0; i < s.Layers(); ++i) {
     const std::string where = fmt::format("model.layers[{}]", i);
     if (!layers[i].is_object()) Bad("{} is not an object", where);
@@ -96,7 +101,15 @@ void CheckModel(const PromptState& s, const json& model) {
           s.windows[i] == 0 ? std::string("global")
                             : fmt::format("sliding (window {})", s.windows[i]));
     }
+    layouts[i] = ParseLayout(Field(layers[i], "kv", where), where + ".kv");
   }
+  const Layouts live = CacheLayouts(s.caches);
+  if (const int bad = FirstMismatch(layouts, live); bad >= 0) {
+    const auto i = static_cast<std::size_t>(bad);
+    Bad("layer {} holds K/V {} in the file, {} in the caches", i, LayoutName(*layouts[i]),
+        LayoutName(*live[i]));
+  }
+  return layouts;
 }
 
 struct TensorEntry {
@@ -155,37 +168,41 @@ std::map<std::string, TensorEntry> ParseTensors(const json& header, std::uint64_
 
 class Decoder {
  public:
-  Decoder(const PromptState& s, std::span<const std::byte> data,
+  Decoder(const PromptState& s, Layouts layouts, std::span<const std::byte> data,
           std::map<std::string, TensorEntry> tensors, const json& checksums)
-      : s_(s), data_(data), tensors_(std::move(tensors)), checksums_(checksums) {}
+      : s_(s),
+        layouts_(std::move(layouts)),
+        data_(data),
+        tensors_(std::move(tensors)),
+        checksums_(checksums) {}
 
   LoadedTrie Nodes(const json& nodes);
 
  private:
-  Tensor Read(const json& layer, const char* key, const std::string& where, std::int64_t dim,
-              std::int64_t* slots);
+  Tensor Read(const json& layer, const char* key, const std::string& where, const KvLayout& layout,
+              std::int64_t dim, std::int64_t* slots);
   std::unique_ptr<Snapshot> Layer(const json& layer, std::size_t l, const PromptNode& node,
                                   const std::string& where);
 
   const PromptState& s_;
+  Layouts layouts_;
   std::span<const std::byte> data_;
   std::map<std::string, TensorEntry> tensors_;
   const json& checksums_;
 };
 
-Tensor Decoder::Read(const json& layer, const char* key, const std::string& where, std::int64_t dim,
-                     std::int64_t* slots) {
+Tensor Decoder::Read(const json& layer, const char* key, const std::string& where,
+                     const KvLayout& layout, std::int64_t dim, std::int64_t* slots) {
   const std::string name = String(layer, key, where);
   const auto it = tensors_.find(name);
   if (it == tensors_.end()) Bad("{} names tensor \"{}\", which the file lacks", where, name);
   TensorEntry& e = it->second;
   if (e.used) Bad("tensor {} is used twice", name);
   e.used = true;
-  const PromptCacheOptions& o = s_.options;
-  if (e.dtype != o.kv_dtype || e.shape[0] != 1 || e.shape[1] != o.kv_heads || e.shape[3] != dim ||
-      (*slots >= 0 && e.shape[2] != *slots)) {
+  if (e.dtype != layout.dtype || e.shape[0] != 1 || e.shape[1] != layout.heads ||
+      e.shape[3] != dim || (*slots >= 0 && e.shape[2] != *slots)) {
     Bad("tensor {} is {} [{}, {}, {}, {}], expected {} [1, {}, {}, {}]", name, DTypeName(e.dtype),
-        e.shape[0], e.shape[1], e.shape[2], e.shape[3], DTypeName(o.kv_dtype), o.kv_heads,
+        e.shape[0], e.shape[1], e.shape[2], e.shape[3], DTypeName(layout.dtype), layout.heads,
         *slots >= 0 ? fmt::format("{}", *slots) : std::string("slots"), dim);
   }
   *slots = e.shape[2];
@@ -218,9 +235,11 @@ std::unique_ptr<Snapshot> Decoder::Layer(const json& layer, std::size_t l, const
   if (data.to != node.end || (window == 0 && data.from != node.start)) {
     Bad("{} covers [{}, {}), the node [{}, {})", where, data.from, data.to, node.start, node.end);
   }
+  if (!layouts_[l].has_value()) Bad("{} has K/V, but model.layers[{}].kv is null", where, l);
+  const KvLayout& layout = *layouts_[l];
   std::int64_t slots = -1;
-  data.keys = Read(layer, "keys", where, s_.options.key_dim, &slots);
-  data.values = Read(layer, "values", where, s_.options.value_dim, &slots);
+  data.keys = Read(layer, "keys", where, layout, layout.k_dim, &slots);
+  data.values = Read(layer, "values", where, layout, layout.v_dim, &slots);
   const auto& cache = s_.caches[l];
   const std::int64_t block_tokens = window == 0
                                         ? dynamic_cast<const KVCache&>(cache).BlockTokens()
@@ -235,6 +254,7 @@ std::unique_ptr<Snapshot> Decoder::Layer(const json& layer, std::size_t l, const
 LoadedTrie Decoder::Nodes(const json& nodes) {
   if (!nodes.is_array()) Bad("__metadata__.nodes is not an array");
   LoadedTrie trie;
+  trie.layouts = layouts_;
   trie.root = std::make_unique<PromptNode>();
   std::vector<PromptNode*> index;
   for (std::size_t i = 0; i < nodes.size(); ++i) {
@@ -329,11 +349,11 @@ LoadedTrie DecodeFile(const PromptState& s, std::span<const std::byte> file) {
     if (stated != expected) {
       Bad("the metadata has checksum {}, the header says {}", expected, stated);
     }
-    CheckModel(s, Embedded(metadata, "model"));
+    Layouts layouts = CheckModel(s, Embedded(metadata, "model"));
     const json checksums = Embedded(metadata, "checksums");
     if (!checksums.is_object()) Bad("__metadata__.checksums is not an object");
     const std::span<const std::byte> data = file.subspan(8 + length);
-    Decoder decoder(s, data, ParseTensors(header, data.size()), checksums);
+    Decoder decoder(s, std::move(layouts), data, ParseTensors(header, data.size()), checksums);
     return decoder.Nodes(Embedded(metadata, "nodes"));
   } catch (const json::exception& e) {
     Bad("malformed header: {}", e.what());

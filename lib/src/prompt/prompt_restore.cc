@@ -155,6 +155,7 @@ PrefixMatch LookupAndRestore(PromptState& s, std::span<const int> tokens) {
   s.live_tokens.assign(tokens.begin(), tokens.begin() + q);
   for (const auto& [offset, snapshot] : s.pending) s.bytes -= snapshot->Size();
   s.pending.clear();
+  s.ForgetLayoutsIfEmpty();
   const std::uint64_t now = s.Tick();
   // Only the node the lookup lands in counts as used: an ancestor passed through
   // keeps its age, so a stale branch point can be compacted into its child.

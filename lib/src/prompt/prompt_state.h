@@ -11,6 +11,7 @@
 
 #include "ringkv/layer_caches.h"
 #include "ringkv/prompt_cache.h"
+#include "snapshot_access.h"
 
 namespace ringkv::detail {
 
@@ -46,6 +47,10 @@ struct PromptState {
   PromptCacheOptions options;
   std::vector<int> windows;  // per layer: 0 for a KVCache, max_size for a RotatingKVCache
   bool has_windows = false;
+  // Per layer, the K/V layout of every snapshot held (nodes and pending); unset
+  // while nothing is held. Merging spans of two layouts is impossible, so every
+  // way in (Commit, Checkpoint, Load) checks against it.
+  Layouts layouts;
   std::unique_ptr<PromptNode> root;
   std::uint64_t clock = 0;
   std::size_t bytes = 0;  // Σ node bytes + Σ pending bytes
@@ -59,6 +64,8 @@ struct PromptState {
   // Every layer's offset equals live_tokens.size().
   bool LiveConsistent() const;
   std::uint64_t Tick() noexcept { return ++clock; }
+  // Forgets the layouts once nothing is held (a new layout may follow).
+  void ForgetLayoutsIfEmpty() noexcept;
 };
 
 // prompt_trie.cc

@@ -3,9 +3,12 @@
 #include <gsl/assert>
 #include <gsl/narrow>
 #include <limits>
+#include <set>
 
 #include "prompt_state.h"
+#include "ringkv/error.h"
 #include "ringkv/rotating_kv_cache.h"
+#include "snapshot_access.h"
 
 namespace ringkv::detail {
 namespace {
@@ -41,18 +44,28 @@ void RemoveLeaf(PromptState& s, PromptNode& node) {
 
 // Folds a node with one child into that child (LayerCaches::Merge): the child
 // then covers both edges, the KV spans join, the node's windows are released.
+// All or nothing: the merge works on copies that share the blocks, and the trie
+// changes only once it has succeeded.
 void MergeIntoChild(PromptState& s, PromptNode& node) {
   Expects(node.children.size() == 1 && node.parent != nullptr);
-  std::unique_ptr<PromptNode> child = std::move(node.children.front());
-  s.bytes -= node.Bytes() + child->Bytes();
-  child->snapshot = s.caches.Merge(std::move(node.snapshot), std::move(child->snapshot));
-  s.bytes += child->Bytes();
-  child->tokens.insert(child->tokens.begin(), node.tokens.begin(), node.tokens.end());
-  child->start = node.start;
-  child->last_used = std::max(child->last_used, node.last_used);
+  PromptNode& child = *node.children.front();
+  std::unique_ptr<LayerSnapshot> merged =
+      s.caches.Merge(ShareCopy(node.snapshot.get()), ShareCopy(child.snapshot.get()));
+  std::vector<int> tokens;
+  tokens.reserve(node.tokens.size() + child.tokens.size());
+  tokens.insert(tokens.end(), node.tokens.begin(), node.tokens.end());
+  tokens.insert(tokens.end(), child.tokens.begin(), child.tokens.end());
+  // Nothing below throws.
+  s.bytes -= node.Bytes() + child.Bytes();
+  child.snapshot = std::move(merged);
+  s.bytes += child.Bytes();
+  child.tokens.swap(tokens);
+  child.start = node.start;
+  child.last_used = std::max(child.last_used, node.last_used);
   PromptNode& parent = *node.parent;
-  child->parent = &parent;
-  parent.children[ChildIndex(parent, node)] = std::move(child);  // destroys node
+  child.parent = &parent;
+  std::unique_ptr<PromptNode> owned = std::move(node.children.front());
+  parent.children[ChildIndex(parent, node)] = std::move(owned);  // destroys node
   ++s.stats.evictions;
   ++s.stats.merges;
 }
@@ -90,12 +103,17 @@ bool DropPinnedWindows(PromptState& s) {
 }  // namespace
 
 PromptState::PromptState(LayerCaches& c, PromptCacheOptions o)
-    : caches(c), options(std::move(o)), root(std::make_unique<PromptNode>()) {
+    : caches(c), options(std::move(o)), layouts(c.Size()), root(std::make_unique<PromptNode>()) {
   for (std::size_t i = 0; i < caches.Size(); ++i) {
     const auto* ring = dynamic_cast<const RotatingKVCache*>(&caches[i]);
     windows.push_back(ring == nullptr ? 0 : ring->MaxSize());
     has_windows = has_windows || ring != nullptr;
   }
+}
+
+void PromptState::ForgetLayoutsIfEmpty() noexcept {
+  if (!root->children.empty() || !pending.empty()) return;
+  for (auto& layout : layouts) layout.reset();
 }
 
 bool PromptState::LiveConsistent() const {
@@ -128,6 +146,8 @@ TriePath Walk(const PromptNode& root, std::span<const int> tokens) {
 PromptNode& SplitNode(PromptState& s, PromptNode& node, int at,
                       std::unique_ptr<LayerSnapshot> window_at) {
   Expects(node.start < at && at < node.end);
+  // Split a copy sharing the blocks: node keeps its snapshot if this throws.
+  auto [first_half, second_half] = s.caches.Split(ShareCopy(node.snapshot.get()), at);
   auto second = std::make_unique<PromptNode>();
   const auto cut = static_cast<std::ptrdiff_t>(at - node.start);
   second->tokens.assign(node.tokens.begin() + cut, node.tokens.end());
@@ -139,7 +159,6 @@ PromptNode& SplitNode(PromptState& s, PromptNode& node, int at,
   second->children = std::move(node.children);
   for (auto& grandchild : second->children) grandchild->parent = second.get();
   // KV spans divide exactly (sizes add up); windows at `end` go to the second half.
-  auto [first_half, second_half] = s.caches.Split(std::move(node.snapshot), at);
   second->snapshot = std::move(second_half);
   node.snapshot = std::move(first_half);
   node.tokens.resize(static_cast<std::size_t>(cut));
@@ -170,6 +189,7 @@ std::vector<const PromptNode*> ActivePath(const PromptState& s) {
 }
 
 void EnforceBudget(PromptState& s) {
+  std::set<const PromptNode*> unmergeable;
   while (s.bytes > s.options.byte_budget) {
     const std::vector<const PromptNode*> active = ActivePath(s);
     std::vector<std::pair<PromptNode*, int>> nodes;
@@ -177,7 +197,7 @@ void EnforceBudget(PromptState& s) {
     PromptNode* victim = nullptr;
     int victim_depth = 0;
     for (auto& [node, depth] : nodes) {
-      if (node->pinned || node->children.size() > 1) continue;
+      if (node->pinned || node->children.size() > 1 || unmergeable.contains(node)) continue;
       if (std::find(active.begin(), active.end(), node) != active.end()) continue;
       // Least recently used first; among equals the deepest (leaves before their parents).
       if (victim == nullptr || node->last_used < victim->last_used ||
@@ -190,7 +210,13 @@ void EnforceBudget(PromptState& s) {
       if (victim->children.empty()) {
         RemoveLeaf(s, *victim);
       } else {
-        MergeIntoChild(s, *victim);
+        try {
+          MergeIntoChild(s, *victim);
+        } catch (const Error&) {
+          // Unreachable while every snapshot has one layout (Commit and Load check
+          // it); a merge that fails changed nothing, so the node just stays.
+          unmergeable.insert(victim);
+        }
       }
       continue;
     }
@@ -207,6 +233,7 @@ void EnforceBudget(PromptState& s) {
   }
   s.stats.bytes = s.bytes;
   s.stats.nodes = CountNodes(*s.root) - 1;
+  s.ForgetLayoutsIfEmpty();
 }
 
 std::size_t WalkBytes(const PromptState& s) {
