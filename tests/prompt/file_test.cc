@@ -80,8 +80,9 @@ TEST_F(PromptFile, RoundTripIsBitExact) {
   LayerCaches caches = Mixed();
   PromptCache loaded(caches, Options(kLots));
   loaded.Load(path_);
-  ExpectSameTrie(loaded.Nodes(), source_.Nodes());
-  EXPECT_EQ(loaded.Stats().bytes, source_.Stats().bytes);
+  ExpectSameTrie(loaded.Nodes(), source_.Nodes());  // node bytes included
+  // The held blocks may differ: the source's split halves share a boundary
+  // block, the loaded ones each have their own.
   ExpectBytes(loaded);
   // Saving what was loaded gives the same bytes.
   const std::string again = (dir_ / "again.safetensors").string();

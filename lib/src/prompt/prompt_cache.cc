@@ -48,14 +48,17 @@ void Preorder(const detail::PromptState& s, const detail::PromptNode& node, int 
 }
 
 // The sliding layers' windows at the caches' current offset x (Snapshot(x - 1) of
-// a ring is its whole window at x); null without sliding layers.
+// a ring is its whole window at x), small ones right-sized; null without sliding
+// layers.
 std::unique_ptr<LayerSnapshot> CaptureWindows(const detail::PromptState& s, int x) {
   if (!s.has_windows || x < 1) return nullptr;
   std::vector<std::unique_ptr<Snapshot>> layers(s.Layers());
   for (std::size_t i = 0; i < s.Layers(); ++i) {
     if (s.windows[i] > 0) layers[i] = s.caches[i].Snapshot(x - 1);
   }
-  return std::make_unique<LayerSnapshot>(std::move(layers));
+  auto windows = std::make_unique<LayerSnapshot>(std::move(layers));
+  detail::CompactSmall(s, windows.get());
+  return windows;
 }
 
 }  // namespace
@@ -103,11 +106,11 @@ void PromptCache::Checkpoint() {
   detail::MergeLayouts(layouts, s.layouts);
   // Nothing below throws except allocation.
   s.layouts.swap(layouts);
+  s.held.Add(windows.get());
   if (auto old = s.pending.find(x); old != s.pending.end()) {
-    s.bytes -= old->second->Size();
+    s.held.Remove(old->second.get());
     s.pending.erase(old);
   }
-  s.bytes += windows->Size();
   s.pending.emplace(x, std::move(windows));
   detail::EnforceBudget(s);
 }
@@ -138,6 +141,7 @@ void PromptCache::Commit(std::span<const int> tokens) {
   detail::TriePath path = detail::Walk(*s.root, tokens);
   const int m = path.matched;
   std::unique_ptr<LayerSnapshot> tail = m < n ? s.caches.Snapshot(m) : nullptr;
+  detail::CompactSmall(s, tail.get());
   // Nothing below throws except allocation.
   auto take_pending = [&](int x) -> std::unique_ptr<LayerSnapshot> {
     auto it = s.pending.find(x);
@@ -157,7 +161,7 @@ void PromptCache::Commit(std::span<const int> tokens) {
     leaf->start = m;
     leaf->end = n;
     leaf->parent = parent;
-    s.bytes += tail->Size();
+    s.held.Add(tail.get());
     leaf->snapshot = std::move(tail);
     parent->children.push_back(std::move(leaf));
   }
@@ -166,13 +170,13 @@ void PromptCache::Commit(std::span<const int> tokens) {
     const int x = s.pending.begin()->first;
     std::unique_ptr<LayerSnapshot> w = take_pending(x);
     if (x >= n) {
-      s.bytes -= w->Size();
+      s.held.Remove(w.get());
       continue;
     }
     path = detail::Walk(*s.root, tokens.first(static_cast<std::size_t>(x)));
     detail::PromptNode* node = path.nodes.empty() ? nullptr : path.nodes.back();
     if (node == nullptr || path.matched != x) {
-      s.bytes -= w->Size();
+      s.held.Remove(w.get());
     } else if (x < node->end) {
       detail::SplitNode(s, *node, x, std::move(w));
     } else {
@@ -183,7 +187,7 @@ void PromptCache::Commit(std::span<const int> tokens) {
   if (detail::PromptNode* end = path.nodes.back(); detail::MissingWindows(s, *end) > 0) {
     // The request ended mid-edge of a cached one: the caches hold its windows now.
     std::unique_ptr<LayerSnapshot> windows = CaptureWindows(s, n);
-    s.bytes += windows->Size();
+    s.held.Add(windows.get());
     detail::FillWindows(s, *end, std::move(windows));
   }
   s.live_tokens.assign(tokens.begin(), tokens.end());
@@ -200,16 +204,17 @@ void PromptCache::Pin(std::span<const int> tokens) {
     throw Error(fmt::format("[PromptCache::Pin] only {} of the {} tokens are cached", path.matched,
                             tokens.size()));
   }
-  // Upper bound of the pinned bytes after the pin (the last node counted whole).
-  std::size_t pinned = 0;
+  // Upper bound of the blocks pinned after the pin (the last node counted whole).
+  detail::HeldBlocks pinned_blocks;
   std::vector<const detail::PromptNode*> stack = {s.root.get()};
   while (!stack.empty()) {
     const detail::PromptNode* node = stack.back();
     stack.pop_back();
     const bool on_path = std::find(path.nodes.begin(), path.nodes.end(), node) != path.nodes.end();
-    if (node->pinned || on_path) pinned += node->Bytes();
+    if (node->pinned || on_path) pinned_blocks.Add(node->snapshot.get());
     for (const auto& child : node->children) stack.push_back(child.get());
   }
+  const std::size_t pinned = pinned_blocks.Bytes();
   if (pinned > s.options.byte_budget) {
     throw Error(
         fmt::format("[PromptCache::Pin] pinned snapshots would take {} bytes, over the "
@@ -239,7 +244,7 @@ void PromptCache::Clear() noexcept {
   detail::PromptState& s = *state_;
   s.root->children.clear();
   s.pending.clear();
-  s.bytes = 0;
+  s.held.Clear();
   s.stats.bytes = 0;
   s.stats.nodes = 0;
   s.ForgetLayoutsIfEmpty();

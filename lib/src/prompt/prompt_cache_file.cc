@@ -57,10 +57,13 @@ void PromptCache::Load(const std::string& path) {
 void PromptCache::LoadFromMemory(std::span<const std::byte> file) {
   detail::PromptState& s = *state_;
   detail::LoadedTrie trie = detail::DecodeFile(s, file);
-  std::size_t pinned = 0;
+  detail::HeldBlocks pinned_blocks;
   std::vector<const detail::PromptNode*> nodes;
   Preorder(*trie.root, nodes);
-  for (const detail::PromptNode* node : nodes) pinned += node->pinned ? node->Bytes() : 0;
+  for (const detail::PromptNode* node : nodes) {
+    if (node->pinned) pinned_blocks.Add(node->snapshot.get());
+  }
+  const std::size_t pinned = pinned_blocks.Bytes();
   if (pinned > s.options.byte_budget) {
     throw SnapshotError(fmt::format(
         "[PromptCache::Load] the file pins {} bytes of snapshots, over the budget of {}", pinned,
@@ -70,7 +73,7 @@ void PromptCache::LoadFromMemory(std::span<const std::byte> file) {
   s.root = std::move(trie.root);
   s.layouts.swap(trie.layouts);
   s.pending.clear();
-  s.bytes = trie.bytes;
+  s.held.Swap(trie.held);
   s.clock = std::max(s.clock, trie.clock);
   detail::EnforceBudget(s);
 }

@@ -37,7 +37,7 @@ std::vector<std::byte> EncodeHeader(const PromptState& s, std::span<const Prompt
 struct LoadedTrie {
   Layouts layouts;  // the file's, per layer
   std::unique_ptr<PromptNode> root;
-  std::size_t bytes = 0;
+  HeldBlocks held;
   std::uint64_t clock = 0;
 };
 // Throws ringkv::SnapshotError "[PromptCache::Load] ..." on any problem.

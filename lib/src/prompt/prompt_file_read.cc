@@ -304,7 +304,8 @@ LoadedTrie Decoder::Nodes(const json& nodes) {
       snapshots.push_back(Layer(layers[l], l, *node, fmt::format("{} layer {}", where, l)));
     }
     node->snapshot = std::make_unique<LayerSnapshot>(std::move(snapshots));
-    trie.bytes += node->Bytes();
+    CompactSmall(s_, node->snapshot.get());
+    trie.held.Add(node->snapshot.get());
     index.push_back(node.get());
     parent->children.push_back(std::move(node));
   }

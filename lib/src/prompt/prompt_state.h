@@ -9,6 +9,7 @@
 #include <span>
 #include <vector>
 
+#include "held_blocks.h"
 #include "ringkv/layer_caches.h"
 #include "ringkv/prompt_cache.h"
 #include "snapshot_access.h"
@@ -46,6 +47,7 @@ struct PromptState {
   LayerCaches& caches;
   PromptCacheOptions options;
   std::vector<int> windows;  // per layer: 0 for a KVCache, max_size for a RotatingKVCache
+  std::vector<std::int64_t> block_tokens;  // per layer, the cache's
   bool has_windows = false;
   // Per layer, the K/V layout of every snapshot held (nodes and pending); unset
   // while nothing is held. Merging spans of two layouts is impossible, so every
@@ -53,7 +55,7 @@ struct PromptState {
   Layouts layouts;
   std::unique_ptr<PromptNode> root;
   std::uint64_t clock = 0;
-  std::size_t bytes = 0;  // Σ node bytes + Σ pending bytes
+  HeldBlocks held;  // the blocks of every node's and pending snapshot
   PromptCacheStats stats;
   // What the live caches hold, as far as the prompt cache knows.
   std::vector<int> live_tokens;
@@ -61,6 +63,7 @@ struct PromptState {
   std::map<int, std::unique_ptr<LayerSnapshot>> pending;
 
   std::size_t Layers() const noexcept { return windows.size(); }
+  std::size_t Bytes() const noexcept { return held.Bytes(); }
   // Every layer's offset equals live_tokens.size().
   bool LiveConsistent() const;
   std::uint64_t Tick() noexcept { return ++clock; }
@@ -76,15 +79,19 @@ TriePath Walk(const PromptNode& root, std::span<const int> tokens);
 // windows at `at`. Returns node.
 PromptNode& SplitNode(PromptState& s, PromptNode& node, int at,
                       std::unique_ptr<LayerSnapshot> window_at);
-// Fills node's missing windows from `windows` (captured at node.end).
+// Fills node's missing windows from `windows` (captured at node.end, already
+// held); the windows not kept are released.
 void FillWindows(PromptState& s, PromptNode& node, std::unique_ptr<LayerSnapshot> windows);
+// Right-sizes the small snapshots (spans and windows) of a snapshot about to
+// enter the trie, before it is held (span_storage.h).
+void CompactSmall(const PromptState& s, LayerSnapshot* snapshot);
 // Nodes on the path the live caches hold.
 std::vector<const PromptNode*> ActivePath(const PromptState& s);
-// Evicts until bytes <= budget: LRU nodes off the active path first (a leaf is
+// Evicts until Bytes() <= budget: LRU nodes off the active path first (a leaf is
 // removed, a node with one child merged into it), then pending checkpoints, then
 // the active path's unpinned tail, then pinned windows.
 void EnforceBudget(PromptState& s);
-// Σ bytes by walking (a check of s.bytes).
+// The held blocks' bytes recomputed by walking (a check of s.held).
 std::size_t WalkBytes(const PromptState& s);
 int MissingWindows(const PromptState& s, const PromptNode& node);
 std::size_t CountNodes(const PromptNode& node);

@@ -9,6 +9,7 @@
 #include "ringkv/error.h"
 #include "ringkv/rotating_kv_cache.h"
 #include "snapshot_access.h"
+#include "span_storage.h"
 
 namespace ringkv::detail {
 namespace {
@@ -35,30 +36,49 @@ std::size_t ChildIndex(const PromptNode& parent, const PromptNode& child) {
 // Removes a childless node; its bytes leave the trie.
 void RemoveLeaf(PromptState& s, PromptNode& node) {
   Expects(node.children.empty() && node.parent != nullptr);
-  s.bytes -= node.Bytes();
+  s.held.Remove(node.snapshot.get());
   PromptNode& parent = *node.parent;
   parent.children.erase(parent.children.begin() +
                         static_cast<std::ptrdiff_t>(ChildIndex(parent, node)));
   ++s.stats.evictions;
 }
 
-// Folds a node with one child into that child (LayerCaches::Merge): the child
-// then covers both edges, the KV spans join, the node's windows are released.
-// All or nothing: the merge works on copies that share the blocks, and the trie
-// changes only once it has succeeded.
+// The snapshot of a node folded into its only child: per KVCache layer the spans
+// joined (MergeSpans, the form the trie keeps), per sliding layer the child's
+// window (it supersedes the node's). The inputs are untouched.
+std::unique_ptr<LayerSnapshot> Merged(const PromptState& s, const PromptNode& node,
+                                      const PromptNode& child) {
+  std::vector<std::unique_ptr<Snapshot>> layers(s.Layers());
+  bool any = false;
+  for (std::size_t i = 0; i < s.Layers(); ++i) {
+    const Snapshot* p = node.Layer(i);
+    const Snapshot* c = child.Layer(i);
+    if (s.windows[i] > 0) {
+      layers[i] = ShareCopy(c);
+    } else if (p != nullptr && c != nullptr) {
+      layers[i] = MergeSpans(*p, *c, s.block_tokens[i]);
+    }
+    any = any || layers[i] != nullptr;
+  }
+  return any ? std::make_unique<LayerSnapshot>(std::move(layers)) : nullptr;
+}
+
+// Folds a node with one child into that child: the child then covers both
+// edges, the KV spans join, the node's windows are released. All or nothing:
+// the merged snapshot is built first, and the trie changes only once it exists.
 void MergeIntoChild(PromptState& s, PromptNode& node) {
   Expects(node.children.size() == 1 && node.parent != nullptr);
   PromptNode& child = *node.children.front();
-  std::unique_ptr<LayerSnapshot> merged =
-      s.caches.Merge(ShareCopy(node.snapshot.get()), ShareCopy(child.snapshot.get()));
+  std::unique_ptr<LayerSnapshot> merged = Merged(s, node, child);
   std::vector<int> tokens;
   tokens.reserve(node.tokens.size() + child.tokens.size());
   tokens.insert(tokens.end(), node.tokens.begin(), node.tokens.end());
   tokens.insert(tokens.end(), child.tokens.begin(), child.tokens.end());
+  s.held.Add(merged.get());
   // Nothing below throws.
-  s.bytes -= node.Bytes() + child.Bytes();
+  s.held.Remove(node.snapshot.get());
+  s.held.Remove(child.snapshot.get());
   child.snapshot = std::move(merged);
-  s.bytes += child.Bytes();
   child.tokens.swap(tokens);
   child.start = node.start;
   child.last_used = std::max(child.last_used, node.last_used);
@@ -73,7 +93,7 @@ void MergeIntoChild(PromptState& s, PromptNode& node) {
 bool DropLastPending(PromptState& s) {
   if (s.pending.empty()) return false;
   auto last = std::prev(s.pending.end());
-  s.bytes -= last->second == nullptr ? 0 : last->second->Size();
+  s.held.Remove(last->second.get());
   s.pending.erase(last);
   return true;
 }
@@ -90,7 +110,7 @@ bool DropPinnedWindows(PromptState& s) {
     bool dropped = false;
     for (std::size_t i = 0; i < s.Layers(); ++i) {
       if (s.windows[i] > 0 && node->snapshot->Layer(i) != nullptr) {
-        s.bytes -= node->snapshot->Layer(i)->Size();
+        s.held.Remove(node->snapshot->Layer(i));
         node->snapshot->Reset(i, nullptr);
         dropped = true;
       }
@@ -107,6 +127,8 @@ PromptState::PromptState(LayerCaches& c, PromptCacheOptions o)
   for (std::size_t i = 0; i < caches.Size(); ++i) {
     const auto* ring = dynamic_cast<const RotatingKVCache*>(&caches[i]);
     windows.push_back(ring == nullptr ? 0 : ring->MaxSize());
+    block_tokens.push_back(ring == nullptr ? dynamic_cast<const KVCache&>(caches[i]).BlockTokens()
+                                           : ring->BlockTokens());
     has_windows = has_windows || ring != nullptr;
   }
 }
@@ -146,11 +168,18 @@ TriePath Walk(const PromptNode& root, std::span<const int> tokens) {
 PromptNode& SplitNode(PromptState& s, PromptNode& node, int at,
                       std::unique_ptr<LayerSnapshot> window_at) {
   Expects(node.start < at && at < node.end);
-  // Split a copy sharing the blocks: node keeps its snapshot if this throws.
+  // Split a copy sharing the blocks, and allocate everything, before changing
+  // node: it is intact if anything here throws.
   auto [first_half, second_half] = s.caches.Split(ShareCopy(node.snapshot.get()), at);
   auto second = std::make_unique<PromptNode>();
   const auto cut = static_cast<std::ptrdiff_t>(at - node.start);
   second->tokens.assign(node.tokens.begin() + cut, node.tokens.end());
+  std::vector<std::unique_ptr<PromptNode>> only_child;
+  only_child.reserve(1);
+  // The halves share the node's blocks: held entries exist, nothing allocates.
+  s.held.Add(first_half.get());
+  s.held.Add(second_half.get());
+  s.held.Remove(node.snapshot.get());
   second->start = at;
   second->end = node.end;
   second->last_used = node.last_used;
@@ -163,8 +192,8 @@ PromptNode& SplitNode(PromptState& s, PromptNode& node, int at,
   node.snapshot = std::move(first_half);
   node.tokens.resize(static_cast<std::size_t>(cut));
   node.end = at;
-  node.children.clear();
-  node.children.push_back(std::move(second));
+  only_child.push_back(std::move(second));
+  node.children = std::move(only_child);
   ++s.stats.splits;
   FillWindows(s, node, std::move(window_at));
   return node;
@@ -172,14 +201,22 @@ PromptNode& SplitNode(PromptState& s, PromptNode& node, int at,
 
 void FillWindows(PromptState& s, PromptNode& node, std::unique_ptr<LayerSnapshot> windows) {
   if (windows == nullptr) return;
-  s.bytes -= windows->Size();  // was counted as pending; re-added below for what is kept
   for (std::size_t i = 0; i < s.Layers(); ++i) {
     if (s.windows[i] == 0 || node.Layer(i) != nullptr || windows->Layer(i) == nullptr) continue;
     if (windows->Layer(i)->ToOffset() != node.end) continue;
     if (node.snapshot == nullptr) node.snapshot = EmptySnapshot(s.Layers());
-    std::unique_ptr<Snapshot> w = windows->Release(i);
-    s.bytes += w->Size();
-    node.snapshot->Reset(i, std::move(w));
+    node.snapshot->Reset(i, windows->Release(i));
+  }
+  s.held.Remove(windows.get());  // what was not kept
+}
+
+void CompactSmall(const PromptState& s, LayerSnapshot* snapshot) {
+  if (snapshot == nullptr) return;
+  for (std::size_t i = 0; i < s.Layers(); ++i) {
+    if (snapshot->Layer(i) == nullptr) continue;
+    if (auto compact = Compact(*snapshot->Layer(i), s.block_tokens[i])) {
+      snapshot->Reset(i, std::move(compact));
+    }
   }
 }
 
@@ -190,7 +227,7 @@ std::vector<const PromptNode*> ActivePath(const PromptState& s) {
 
 void EnforceBudget(PromptState& s) {
   std::set<const PromptNode*> unmergeable;
-  while (s.bytes > s.options.byte_budget) {
+  while (s.Bytes() > s.options.byte_budget) {
     const std::vector<const PromptNode*> active = ActivePath(s);
     std::vector<std::pair<PromptNode*, int>> nodes;
     Collect(*s.root, 0, nodes);
@@ -231,7 +268,7 @@ void EnforceBudget(PromptState& s) {
     }
     if (!DropPinnedWindows(s)) break;
   }
-  s.stats.bytes = s.bytes;
+  s.stats.bytes = s.Bytes();
   s.stats.nodes = CountNodes(*s.root) - 1;
   s.ForgetLayoutsIfEmpty();
 }
@@ -239,11 +276,10 @@ void EnforceBudget(PromptState& s) {
 std::size_t WalkBytes(const PromptState& s) {
   std::vector<std::pair<PromptNode*, int>> nodes;
   Collect(*s.root, 0, nodes);
-  std::size_t total = 0;
-  for (const auto& [node, depth] : nodes) total += node->Bytes();
-  for (const auto& [offset, snapshot] : s.pending)
-    total += snapshot == nullptr ? 0 : snapshot->Size();
-  return total;
+  HeldBlocks held;
+  for (const auto& [node, depth] : nodes) held.Add(node->snapshot.get());
+  for (const auto& [offset, snapshot] : s.pending) held.Add(snapshot.get());
+  return held.Bytes();
 }
 
 int MissingWindows(const PromptState& s, const PromptNode& node) {
