@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <gsl/assert>
 #include <gsl/narrow>
+#include <nlohmann/json.hpp>
 
 #include "prompt_state.h"
 #include "ringkv/error.h"
@@ -14,6 +15,21 @@ namespace {
 
 void CheckCaches(const LayerCaches& caches) {
   if (caches.Size() == 0) throw Error("[PromptCache] the caches have no layers");
+}
+
+// Files store the fingerprint as a JSON string: it must be valid UTF-8 (checked
+// by the JSON library's own rule, so Save can never fail on it).
+void CheckFingerprint(const std::string& fingerprint) {
+  try {
+    (void)nlohmann::json(fingerprint).dump();
+  } catch (const nlohmann::json::exception&) {
+    std::string hex;
+    for (const char c : fingerprint.substr(0, 32)) {
+      hex += fmt::format("{:02x}", static_cast<unsigned char>(c));
+    }
+    throw Error(fmt::format("[PromptCache] fingerprint (bytes {}{}) is not valid UTF-8", hex,
+                            fingerprint.size() > 32 ? "..." : ""));
+  }
 }
 
 // Throws unless `given` (K/V about to enter the trie) agrees with what it holds.
@@ -65,6 +81,7 @@ std::unique_ptr<LayerSnapshot> CaptureWindows(const detail::PromptState& s, int 
 
 PromptCache::PromptCache(LayerCaches& caches, PromptCacheOptions options) {
   CheckCaches(caches);
+  CheckFingerprint(options.fingerprint);
   state_ = std::make_unique<detail::PromptState>(caches, std::move(options));
 }
 

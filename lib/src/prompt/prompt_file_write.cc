@@ -7,25 +7,12 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "json_fields.h"
 #include "prompt_file.h"
 #include "ringkv/snapshot_data.h"
 
 namespace ringkv::detail {
 namespace {
-
-using nlohmann::json;
-
-const char* SafetensorsDType(DType dtype) {
-  switch (dtype) {
-    case DType::kF32:
-      return "F32";
-    case DType::kF16:
-      return "F16";
-    case DType::kBF16:
-      return "BF16";
-  }
-  return "?";
-}
 
 // Per layer: its kind and the K/V layout of its snapshots (null when nothing is held).
 json ModelJson(const PromptState& s) {
