@@ -78,6 +78,69 @@ TEST(PromptFileScale, HundredThousandRootNodesLoad) {
   EXPECT_EQ(loaded.Lookup(std::vector<int>{kNodes - 1, 5}).reused, 1);
 }
 
+// A chain of 100,000 one-token nodes (what a decode loop committing every step
+// builds): walking, listing, saving and destroying the trie must not recurse
+// once per level (they overflowed the stack).
+TEST(PromptFileScale, DeepChainOfNodes) {
+  ScratchDir dir;
+  LayerCaches caches = LayerCaches::Interleaved(1, 1, 4, 4);
+  {
+    PromptCache source(caches, Options(kLots));
+    Serve(source, caches, {0});
+    source.Save(dir.File("one.safetensors"));
+  }
+  CraftedFile f = CraftedFile::Parse(ReadBytes(dir.File("one.safetensors")));
+  const json node = f.nodes[0];
+  const json keys = f.header["n0.l0.keys"], values = f.header["n0.l0.values"];
+  const std::vector<std::byte> k_bytes(f.data.begin(), f.data.begin() + 8);
+  const std::vector<std::byte> v_bytes(f.data.begin() + 8, f.data.begin() + 16);
+  constexpr int kDepth = 100000;
+  json header = json::object();
+  header["__metadata__"] = f.header["__metadata__"];
+  f.nodes = json::array();
+  f.data.clear();
+  for (int i = 0; i < kDepth; ++i) {
+    const std::string k = "n" + std::to_string(i) + ".l0.keys";
+    const std::string v = "n" + std::to_string(i) + ".l0.values";
+    const std::uint64_t at = f.data.size();
+    json ke = keys, ve = values;
+    ke["data_offsets"] = {at, at + 8};
+    ve["data_offsets"] = {at + 8, at + 16};
+    header[k] = ke;
+    header[v] = ve;
+    f.data.insert(f.data.end(), k_bytes.begin(), k_bytes.end());
+    f.data.insert(f.data.end(), v_bytes.begin(), v_bytes.end());
+    json n = node;
+    n["parent"] = i - 1;
+    n["start"] = i;
+    n["end"] = i + 1;
+    n["tokens"] = {i % 3};
+    n["last_used"] = i;
+    n["layers"][0]["from"] = i;
+    n["layers"][0]["to"] = i + 1;
+    n["layers"][0]["keys"] = k;
+    n["layers"][0]["values"] = v;
+    f.nodes.push_back(std::move(n));
+  }
+  f.header = std::move(header);
+  f.RecomputeTensorChecksums();
+  const std::vector<std::byte> file = f.Bytes();
+  f = CraftedFile();
+  {
+    // A 48 MB header: the budget must be 16 times that.
+    PromptCache loaded(caches, Options(std::size_t{2} << 30));
+    ASSERT_NO_THROW(loaded.LoadFromMemory(file));
+    EXPECT_EQ(loaded.Stats().nodes, static_cast<std::size_t>(kDepth));
+    EXPECT_EQ(loaded.Nodes().size(), static_cast<std::size_t>(kDepth));
+    ExpectBytes(loaded);
+    std::vector<int> path;
+    for (int i = 0; i < kDepth; ++i) path.push_back(i % 3);
+    path.push_back(7);
+    EXPECT_EQ(loaded.Lookup(path).reused, kDepth);
+    loaded.SaveEntry(dir.File("deep.safetensors"), std::span<const int>(path).first(1000));
+  }  // destroyed with the chain in it
+}
+
 // K/V of one layer, 256 + 256 f32 per token (2 KiB), distinct per token.
 void Wide(LayerCaches& caches, std::span<const int> tokens) {
   const auto n = static_cast<std::int64_t>(tokens.size());

@@ -12,6 +12,7 @@
 
 #include "prompt_test_util.h"
 #include "ringkv/error.h"
+#include "scratch_dir.h"
 
 namespace ringkv::test {
 namespace {
@@ -39,10 +40,6 @@ std::uint64_t HeaderLength(const std::vector<std::byte>& file) {
 class PromptFile : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("ringkv_prompt_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
-            "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::create_directories(dir_);
     // A small trie: a pinned system prompt, two conversations, a repeat.
     const std::vector<int> system = Seq(100, 6);
     Serve(source_, source_caches_, system);
@@ -54,9 +51,8 @@ class PromptFile : public ::testing::Test {
     source_.Save(path_);
     file_ = ReadBytes(path_);
   }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-
-  std::filesystem::path dir_;
+  ScratchDir scratch_;  // unique per test and run (mkdtemp)
+  std::filesystem::path dir_ = scratch_.Path();
   LayerCaches source_caches_ = Mixed();
   PromptCache source_{source_caches_, Options(kLots)};
   std::string path_;

@@ -6,6 +6,8 @@
 #include <gsl/assert>
 #include <gsl/narrow>
 #include <nlohmann/json.hpp>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "prompt_state.h"
 #include "ringkv/error.h"
@@ -42,25 +44,6 @@ void CheckLayouts(const char* function, const detail::PromptState& s,
       "[PromptCache::{}] layer {} holds K/V {}, the cached snapshots {} (Clear() the prompt "
       "cache to change the layout)",
       function, i, detail::LayoutName(*given[i]), detail::LayoutName(*s.layouts[i])));
-}
-
-void Preorder(const detail::PromptState& s, const detail::PromptNode& node, int parent,
-              const std::vector<const detail::PromptNode*>& active,
-              std::vector<PromptNodeInfo>& out) {
-  for (const auto& child : node.children) {
-    PromptNodeInfo info;
-    info.parent = parent;
-    info.start = child->start;
-    info.end = child->end;
-    info.tokens = child->tokens;
-    info.bytes = child->Bytes();
-    info.last_used = child->last_used;
-    info.pinned = child->pinned;
-    info.active = std::find(active.begin(), active.end(), child.get()) != active.end();
-    info.missing_windows = detail::MissingWindows(s, *child);
-    out.push_back(std::move(info));
-    Preorder(s, *child, static_cast<int>(out.size()) - 1, active, out);
-  }
 }
 
 // The sliding layers' windows at the caches' current offset x (Snapshot(x - 1) of
@@ -223,13 +206,9 @@ void PromptCache::Pin(std::span<const int> tokens) {
   }
   // Upper bound of the blocks pinned after the pin (the last node counted whole).
   detail::HeldBlocks pinned_blocks;
-  std::vector<const detail::PromptNode*> stack = {s.root.get()};
-  while (!stack.empty()) {
-    const detail::PromptNode* node = stack.back();
-    stack.pop_back();
-    const bool on_path = std::find(path.nodes.begin(), path.nodes.end(), node) != path.nodes.end();
-    if (node->pinned || on_path) pinned_blocks.Add(node->snapshot.get());
-    for (const auto& child : node->children) stack.push_back(child.get());
+  for (const detail::PromptNode* node : path.nodes) pinned_blocks.Add(node->snapshot.get());
+  for (const detail::PromptNode* node : detail::Preorder(*s.root)) {
+    if (node->pinned) pinned_blocks.Add(node->snapshot.get());  // counted once per block
   }
   const std::size_t pinned = pinned_blocks.Bytes();
   if (pinned > s.options.byte_budget) {
@@ -272,8 +251,29 @@ PromptCacheStats PromptCache::Stats() const { return state_->stats; }
 const PromptCacheOptions& PromptCache::Options() const noexcept { return state_->options; }
 
 std::vector<PromptNodeInfo> PromptCache::Nodes() const {
+  const detail::PromptState& s = *state_;
+  const std::vector<detail::PromptNode*> nodes = detail::Preorder(*s.root);
+  const std::vector<const detail::PromptNode*> path = detail::ActivePath(s);
+  const std::unordered_set<const detail::PromptNode*> active(path.begin(), path.end());
+  std::unordered_map<const detail::PromptNode*, int> index;
+  index.reserve(nodes.size());
   std::vector<PromptNodeInfo> out;
-  Preorder(*state_, *state_->root, -1, detail::ActivePath(*state_), out);
+  out.reserve(nodes.size());
+  for (const detail::PromptNode* node : nodes) {
+    PromptNodeInfo info;
+    const auto parent = index.find(node->parent);
+    info.parent = parent == index.end() ? -1 : parent->second;
+    info.start = node->start;
+    info.end = node->end;
+    info.tokens = node->tokens;
+    info.bytes = node->Bytes();
+    info.last_used = node->last_used;
+    info.pinned = node->pinned;
+    info.active = active.contains(node);
+    info.missing_windows = detail::MissingWindows(s, *node);
+    index.emplace(node, static_cast<int>(out.size()));
+    out.push_back(std::move(info));
+  }
   return out;
 }
 

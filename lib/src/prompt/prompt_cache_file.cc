@@ -13,22 +13,6 @@
 namespace ringkv {
 namespace {
 
-std::vector<const detail::PromptNode*> Preorder(const detail::PromptNode& root) {
-  std::vector<const detail::PromptNode*> out;
-  std::vector<const detail::PromptNode*> stack;
-  for (auto it = root.children.rbegin(); it != root.children.rend(); ++it)
-    stack.push_back(it->get());
-  while (!stack.empty()) {
-    const detail::PromptNode* node = stack.back();
-    stack.pop_back();
-    out.push_back(node);
-    for (auto it = node->children.rbegin(); it != node->children.rend(); ++it) {
-      stack.push_back(it->get());
-    }
-  }
-  return out;
-}
-
 void Write(const detail::PromptState& s, const std::string& path,
            std::span<const detail::PromptNode* const> nodes, const char* function) {
   std::vector<Tensor> tensors;
@@ -65,7 +49,8 @@ void Install(detail::PromptState& s, detail::LoadedTrie trie) noexcept {
 }  // namespace
 
 void PromptCache::Save(const std::string& path) const {
-  Write(*state_, path, Preorder(*state_->root), "PromptCache::Save");
+  const std::vector<detail::PromptNode*> nodes = detail::Preorder(*state_->root);
+  Write(*state_, path, {nodes.begin(), nodes.end()}, "PromptCache::Save");
 }
 
 void PromptCache::SaveEntry(const std::string& path, std::span<const int> tokens) const {

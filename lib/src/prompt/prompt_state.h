@@ -17,6 +17,13 @@
 namespace ringkv::detail {
 
 struct PromptNode {
+  PromptNode() = default;
+  // Destroys the subtree without recursing per level (a decode loop committing
+  // every step builds chains of millions of nodes).
+  ~PromptNode();
+  PromptNode(const PromptNode&) = delete;
+  PromptNode& operator=(const PromptNode&) = delete;
+
   std::vector<int> tokens;  // the edge; tokens.size() == end - start (root: empty)
   int start = 0;
   int end = 0;
@@ -94,7 +101,10 @@ void EnforceBudget(PromptState& s);
 // The held blocks' bytes recomputed by walking (a check of s.held).
 std::size_t WalkBytes(const PromptState& s);
 int MissingWindows(const PromptState& s, const PromptNode& node);
-std::size_t CountNodes(const PromptNode& node);
+// Nodes below `root` in pre-order (parents before children), without recursion.
+std::vector<PromptNode*> Preorder(const PromptNode& root);
+// Nodes below `root` with their depth (1 for root's children), without recursion.
+std::vector<std::pair<PromptNode*, int>> WithDepths(const PromptNode& root);
 
 // prompt_restore.cc: Lookup's reachability rule and the restore itself.
 PrefixMatch LookupAndRestore(PromptState& s, std::span<const int> tokens);

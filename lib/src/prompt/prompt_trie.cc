@@ -4,6 +4,7 @@
 #include <gsl/narrow>
 #include <limits>
 #include <set>
+#include <unordered_set>
 
 #include "prompt_state.h"
 #include "ringkv/error.h"
@@ -16,13 +17,6 @@ namespace {
 
 std::unique_ptr<LayerSnapshot> EmptySnapshot(std::size_t layers) {
   return std::make_unique<LayerSnapshot>(std::vector<std::unique_ptr<Snapshot>>(layers));
-}
-
-void Collect(PromptNode& node, int depth, std::vector<std::pair<PromptNode*, int>>& out) {
-  for (auto& child : node.children) {
-    out.emplace_back(child.get(), depth + 1);
-    Collect(*child, depth + 1, out);
-  }
 }
 
 std::size_t ChildIndex(const PromptNode& parent, const PromptNode& child) {
@@ -101,8 +95,7 @@ bool DropLastPending(PromptState& s) {
 // Drops the windows of the deepest pinned node that has any (pinned KV spans fit
 // the budget, Pin checks it): the prefix stays cached, lookups land earlier.
 bool DropPinnedWindows(PromptState& s) {
-  std::vector<std::pair<PromptNode*, int>> nodes;
-  Collect(*s.root, 0, nodes);
+  std::vector<std::pair<PromptNode*, int>> nodes = WithDepths(*s.root);
   std::stable_sort(nodes.begin(), nodes.end(),
                    [](const auto& a, const auto& b) { return a.second > b.second; });
   for (auto& [node, depth] : nodes) {
@@ -228,14 +221,14 @@ std::vector<const PromptNode*> ActivePath(const PromptState& s) {
 void EnforceBudget(PromptState& s) {
   std::set<const PromptNode*> unmergeable;
   while (s.Bytes() > s.options.byte_budget) {
-    const std::vector<const PromptNode*> active = ActivePath(s);
-    std::vector<std::pair<PromptNode*, int>> nodes;
-    Collect(*s.root, 0, nodes);
+    const std::vector<const PromptNode*> path = ActivePath(s);
+    const std::unordered_set<const PromptNode*> active(path.begin(), path.end());
+    const std::vector<std::pair<PromptNode*, int>> nodes = WithDepths(*s.root);
     PromptNode* victim = nullptr;
     int victim_depth = 0;
     for (auto& [node, depth] : nodes) {
       if (node->pinned || node->children.size() > 1 || unmergeable.contains(node)) continue;
-      if (std::find(active.begin(), active.end(), node) != active.end()) continue;
+      if (active.contains(node)) continue;
       // Least recently used first; among equals the deepest (leaves before their parents).
       if (victim == nullptr || node->last_used < victim->last_used ||
           (node->last_used == victim->last_used && depth > victim_depth)) {
@@ -259,8 +252,8 @@ void EnforceBudget(PromptState& s) {
     }
     if (DropLastPending(s)) continue;
     // The live caches still hold the active path; its unpinned tail can go.
-    if (!active.empty()) {
-      auto* tail = const_cast<PromptNode*>(active.back());
+    if (!path.empty()) {
+      auto* tail = const_cast<PromptNode*>(path.back());
       if (!tail->pinned && tail->children.empty()) {
         RemoveLeaf(s, *tail);
         continue;
@@ -269,13 +262,12 @@ void EnforceBudget(PromptState& s) {
     if (!DropPinnedWindows(s)) break;
   }
   s.stats.bytes = s.Bytes();
-  s.stats.nodes = CountNodes(*s.root) - 1;
+  s.stats.nodes = Preorder(*s.root).size();
   s.ForgetLayoutsIfEmpty();
 }
 
 std::size_t WalkBytes(const PromptState& s) {
-  std::vector<std::pair<PromptNode*, int>> nodes;
-  Collect(*s.root, 0, nodes);
+  std::vector<std::pair<PromptNode*, int>> nodes = WithDepths(*s.root);
   HeldBlocks held;
   for (const auto& [node, depth] : nodes) held.Add(node->snapshot.get());
   for (const auto& [offset, snapshot] : s.pending) held.Add(snapshot.get());
@@ -290,10 +282,48 @@ int MissingWindows(const PromptState& s, const PromptNode& node) {
   return missing;
 }
 
-std::size_t CountNodes(const PromptNode& node) {
-  std::size_t n = 1;
-  for (const auto& child : node.children) n += CountNodes(*child);
-  return n;
+std::vector<PromptNode*> Preorder(const PromptNode& root) {
+  std::vector<PromptNode*> out;
+  std::vector<PromptNode*> stack;
+  for (auto it = root.children.rbegin(); it != root.children.rend(); ++it) {
+    stack.push_back(it->get());
+  }
+  while (!stack.empty()) {
+    PromptNode* node = stack.back();
+    stack.pop_back();
+    out.push_back(node);
+    for (auto it = node->children.rbegin(); it != node->children.rend(); ++it) {
+      stack.push_back(it->get());
+    }
+  }
+  return out;
+}
+
+std::vector<std::pair<PromptNode*, int>> WithDepths(const PromptNode& root) {
+  std::vector<std::pair<PromptNode*, int>> out;
+  std::vector<std::pair<PromptNode*, int>> stack;
+  for (auto it = root.children.rbegin(); it != root.children.rend(); ++it) {
+    stack.emplace_back(it->get(), 1);
+  }
+  while (!stack.empty()) {
+    const auto [node, depth] = stack.back();
+    stack.pop_back();
+    out.emplace_back(node, depth);
+    for (auto it = node->children.rbegin(); it != node->children.rend(); ++it) {
+      stack.emplace_back(it->get(), depth + 1);
+    }
+  }
+  return out;
+}
+
+PromptNode::~PromptNode() {
+  std::vector<std::unique_ptr<PromptNode>> doomed = std::move(children);
+  while (!doomed.empty()) {
+    std::unique_ptr<PromptNode> node = std::move(doomed.back());
+    doomed.pop_back();
+    for (auto& child : node->children) doomed.push_back(std::move(child));
+    node->children.clear();
+  }  // each node is destroyed childless
 }
 
 }  // namespace ringkv::detail
