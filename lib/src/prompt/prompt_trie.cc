@@ -321,6 +321,7 @@ PromptNode::~PromptNode() {
   while (!doomed.empty()) {
     std::unique_ptr<PromptNode> node = std::move(doomed.back());
     doomed.pop_back();
+    if (node == nullptr) continue;  // moved out (a merge hands the child over)
     for (auto& child : node->children) doomed.push_back(std::move(child));
     node->children.clear();
   }  // each node is destroyed childless
