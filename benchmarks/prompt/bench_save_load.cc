@@ -48,7 +48,7 @@ std::pair<double, double> DiskRates(const std::string& path, std::size_t bytes) 
 void BM_SaveLoad(benchmark::State& state) {
   const ChatShape shape;
   LayerCaches caches = LayerCaches::Interleaved(shape.layers, shape.global_every, shape.window);
-  PromptCache cache(caches, ChatOptions(shape, std::size_t{1} << 40));
+  PromptCache cache(caches, ChatOptions(std::size_t{1} << 40));
   RunChat(shape, cache, caches);
   // A fresh directory: concurrent runs must not share a file.
   std::string dir =
@@ -60,7 +60,7 @@ void BM_SaveLoad(benchmark::State& state) {
   const std::string path = dir + "/cache.safetensors";
   double save_s = 0, load_s = 0;
   LayerCaches other = LayerCaches::Interleaved(shape.layers, shape.global_every, shape.window);
-  PromptCache loaded(other, ChatOptions(shape, std::size_t{1} << 40));
+  PromptCache loaded(other, ChatOptions(std::size_t{1} << 40));
   for (auto _ : state) {
     auto t0 = std::chrono::steady_clock::now();
     cache.Save(path);
