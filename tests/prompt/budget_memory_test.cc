@@ -10,6 +10,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <ostream>
 #include <string>
 
 #include "prompt_test_util.h"
@@ -59,6 +60,8 @@ struct Workload {
   std::vector<int> windows;  // per layer: 0 for a KVCache, else a RotatingKVCache's window
   std::size_t min_nodes;     // what the budget must still hold (small snapshots stay small)
 };
+
+void PrintTo(const Workload& w, std::ostream* os) { *os << w.name; }
 
 class PromptBudget : public ::testing::TestWithParam<Workload> {};
 

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,8 @@ struct Stack {
   std::int64_t block_tokens;
   std::vector<LayerSpec> layers;
 };
+
+void PrintTo(const Stack& s, std::ostream* os) { *os << s.name; }
 
 LayerCaches Build(const Stack& s) {
   std::vector<LayerCaches::Layer> layers;

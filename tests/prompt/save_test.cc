@@ -5,11 +5,13 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <climits>
 #include <filesystem>
 #include <fstream>
 #include <set>
 #include <string>
+#include <thread>
 
 #include "prompt_test_util.h"
 #include "ringkv/error.h"
@@ -116,6 +118,45 @@ TEST_F(Saving, RemovesStaleTemporariesOfItsOwnNaming) {
   expected.erase("b.safetensors.tmp." + alive + ".00000000");
   expected.insert("cache.safetensors");
   EXPECT_EQ(Files(), expected);
+}
+
+// Two savers replace one file at once (threads of one process, so the clean-up
+// of each save must leave the other's live temporary alone): the file always
+// loads, as one of the two tries, and no temporary is left.
+TEST_F(Saving, TwoConcurrentSavers) {
+  const std::string path = dir_.File("shared.safetensors");
+  LayerCaches other_caches = LayerCaches::Interleaved(2, 2, 4, 4);
+  PromptCache other(other_caches, Options(kLots));
+  Serve(other, other_caches, Seq(50, 9));
+  std::atomic<bool> failed{false};
+  auto saver = [&](const PromptCache& pc) {
+    for (int i = 0; i < 100; ++i) {
+      try {
+        pc.Save(path);
+      } catch (const Error&) {
+        failed = true;
+      }
+    }
+  };
+  std::thread a(saver, std::cref(pc_));
+  std::thread b(saver, std::cref(other));
+  for (int i = 0; i < 50; ++i) {
+    LayerCaches caches = LayerCaches::Interleaved(2, 2, 4, 4);
+    PromptCache loaded(caches, Options(kLots));
+    try {
+      loaded.Load(path);
+      ASSERT_EQ(loaded.Nodes().size(), 1u);
+      const std::vector<int> tokens = loaded.Nodes()[0].tokens;
+      EXPECT_TRUE(tokens == Seq(10, 5) || tokens == Seq(50, 9));
+    } catch (const SnapshotError& e) {
+      // Only before the first rename: the file does not exist yet.
+      EXPECT_NE(std::string(e.what()).find("No such file"), std::string::npos) << e.what();
+    }
+  }
+  a.join();
+  b.join();
+  EXPECT_FALSE(failed);
+  EXPECT_EQ(Files(), std::set<std::string>{"shared.safetensors"});
 }
 
 }  // namespace
