@@ -188,6 +188,37 @@ TEST(PromptFileScale, LoadingHoldsAboutTheBudget) {
   RecordProperty("load_peak_bytes", std::to_string(peak));
 }
 
+// A node too large for the budget is dropped without its tensors ever being
+// allocated: its checksums are verified in bounded chunks, its ring
+// invariants from the header.
+TEST(PromptFileScale, ANodeOverTheBudgetIsNeverAllocated) {
+  ScratchDir dir;
+  LayerCaches caches = LayerCaches::Interleaved(1, 1, 4, 256);
+  PromptCache source(caches, Options(kLots));
+  const std::vector<int> big = Seq(0, 8192);  // 16 MiB of K/V in one node
+  const PrefixMatch m = source.Lookup(big);
+  source.Prefill(big, m, [&](std::span<const int> chunk) { Wide(caches, chunk); });
+  source.Commit(big);
+  const std::string path = dir.File("big.safetensors");
+  source.Save(path);
+  LayerCaches target_caches = LayerCaches::Interleaved(1, 1, 4, 256);
+  PromptCache target(target_caches, Options(std::size_t{1} << 20));
+  const std::size_t live = ResetPeakAllocatedBytes();
+  target.Load(path);
+  const std::size_t peak = PeakAllocatedBytes() - live;
+  EXPECT_LE(peak, std::size_t{2} << 20) << "peak " << peak;
+  EXPECT_EQ(target.Nodes().size(), 0u);
+  // A flipped byte in it is still found.
+  std::vector<std::byte> file = ReadBytes(path);
+  file[file.size() - 3] ^= std::byte{1};
+  try {
+    target.LoadFromMemory(file);
+    ADD_FAILURE() << "loaded";
+  } catch (const SnapshotError& e) {
+    EXPECT_NE(std::string(e.what()).find("checksum"), std::string::npos) << e.what();
+  }
+}
+
 // Save refuses a trie whose header would be over the loader's limit, so every
 // file it writes loads back. 64 layers of tiny K/V make ~20 KB of header a node.
 TEST(PromptFileScale, SaveRefusesAHeaderLoadWouldRefuse) {

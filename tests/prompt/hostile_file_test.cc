@@ -213,6 +213,31 @@ TEST_F(Hostile, TensorRangesMustTileTheData) {
   }
 }
 
+// A broken ring invariant is refused whatever the budget: a node the budget
+// drops is checked from its header, not skipped.
+TEST_F(Hostile, BrokenRingIsRefusedWhateverTheBudget) {
+  CraftedFile f = CraftedFile::Parse(valid_);
+  bool changed = false;
+  for (json& node : f.nodes) {
+    json& window = node["layers"][0];  // layer 0 is sliding (window 4)
+    if (!changed && window.is_object() && window["to"].get<int>() > 4) {
+      window["ring_index"] = 0;
+      changed = true;
+    }
+  }
+  ASSERT_TRUE(changed);
+  const std::vector<std::byte> file = f.Bytes();
+  ExpectRefused(file, "cannot hold");
+  LayerCaches caches = Mixed();
+  PromptCache tiny(caches, Options(8 * kTokenBytes));
+  try {
+    tiny.LoadFromMemory(file);
+    ADD_FAILURE() << "loaded";
+  } catch (const SnapshotError& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot hold"), std::string::npos) << e.what();
+  }
+}
+
 // Negative token ids: Commit accepted them and Load refused them. The rule is
 // now the same at both ends: any int is a token id.
 TEST(PromptTokens, NegativeIdsRoundTrip) {

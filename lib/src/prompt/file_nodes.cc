@@ -45,6 +45,26 @@ std::size_t PredictedBytes(const LayerRecord& r, const KvLayout& layout, int win
   return static_cast<std::size_t>(blocks * block_tokens) * per_token;
 }
 
+// What ImportSnapshot requires (snapshot_data.h), checked from the header, so a
+// node the budget drops is checked without importing it.
+void CheckImportable(const LayerRecord& r, int window, const std::string& where) {
+  if (r.from >= r.to) Bad("{}: offsets [{}, {}) must satisfy from < to", where, r.from, r.to);
+  if (window == 0) {
+    if (r.slots != r.to - r.from) {
+      Bad("{}: a span [{}, {}) cannot hold {} slots", where, r.from, r.to, r.slots);
+    }
+    return;
+  }
+  const bool ok = r.to <= window
+                      ? r.slots == r.to && r.ring_index == r.to
+                      : (r.slots == window && r.ring_index >= 1 && r.ring_index <= window) ||
+                            (r.slots > window && r.slots <= r.to && r.ring_index == r.slots);
+  if (!ok) {
+    Bad("{}: a window of {} at offset {} cannot hold {} slots with ring index {}", where, window,
+        r.to, r.slots, r.ring_index);
+  }
+}
+
 LayerRecord ParseLayer(const PromptState& s, const Layouts& layouts, const json& layer,
                        std::size_t l, const NodeRecord& node, const std::string& where,
                        TensorTable& tensors) {
@@ -68,9 +88,7 @@ LayerRecord ParseLayer(const PromptState& s, const Layouts& layouts, const json&
   r.keys = TensorRef(layer, "keys", where, layout, layout.k_dim, &slots, tensors);
   r.values = TensorRef(layer, "values", where, layout, layout.v_dim, &slots, tensors);
   r.slots = slots;
-  if (window == 0 && r.slots != r.to - r.from) {
-    Bad("{}: a span [{}, {}) cannot hold {} slots", where, r.from, r.to, r.slots);
-  }
+  CheckImportable(r, window, where);
   return r;
 }
 
@@ -198,6 +216,24 @@ class Builder {
   Builder(const PromptState& s, const ByteSource& source, std::uint64_t data_offset)
       : s_(s), source_(source), data_offset_(data_offset) {}
 
+  // The checksums of a dropped node's tensors, read in bounded chunks.
+  void Verify(const LayerRecord& r) const {
+    for (const TensorTable::value_type* tensor : {r.keys, r.values}) {
+      const TensorEntry& e = tensor->second;
+      XXH3_state_t state;
+      XXH3_64bits_reset(&state);
+      std::vector<std::byte> chunk(
+          static_cast<std::size_t>(std::min<std::uint64_t>(e.Bytes(), 1 << 20)));
+      for (std::uint64_t at = 0; at < e.Bytes(); at += chunk.size()) {
+        const auto n =
+            static_cast<std::size_t>(std::min<std::uint64_t>(chunk.size(), e.Bytes() - at));
+        source_.Read(data_offset_ + e.begin + at, std::span<std::byte>(chunk.data(), n));
+        XXH3_64bits_update(&state, chunk.data(), n);
+      }
+      Check(*tensor, XXH3_64bits_digest(&state));
+    }
+  }
+
   std::unique_ptr<Snapshot> Import(const LayerRecord& r, std::size_t l,
                                    const std::string& where) const {
     SnapshotData data;
@@ -222,12 +258,15 @@ class Builder {
     Tensor t = Tensor::Uninitialized(e.dtype, {e.shape[0], e.shape[1], e.shape[2], e.shape[3]});
     auto* bytes = static_cast<std::byte*>(t.MutableData());
     source_.Read(data_offset_ + e.begin, std::span<std::byte>(bytes, e.Bytes()));
-    const std::uint64_t actual = XXH3_64bits(bytes, e.Bytes());
-    if (actual != e.checksum) {
-      Bad("tensor {} has checksum {:016x}, the header says {:016x}", tensor.first, actual,
-          e.checksum);
-    }
+    Check(tensor, XXH3_64bits(bytes, e.Bytes()));
     return t;
+  }
+
+  static void Check(const TensorTable::value_type& tensor, std::uint64_t actual) {
+    if (actual != tensor.second.checksum) {
+      Bad("tensor {} has checksum {:016x}, the header says {:016x}", tensor.first, actual,
+          tensor.second.checksum);
+    }
   }
 
   const PromptState& s_;
@@ -247,15 +286,20 @@ LoadedTrie BuildTrie(const PromptState& s, const std::vector<NodeRecord>& nodes,
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     const NodeRecord& r = nodes[i];
     trie.clock = std::max(trie.clock, r.last_used);
-    // Every snapshot is imported (and so checked); only kept nodes' are held.
+    PromptNode* parent = r.parent < 0 ? trie.root.get() : built[static_cast<std::size_t>(r.parent)];
+    if (!r.keep || parent == nullptr) {
+      // Dropped: checked (the metadata in ParseNodes, the bytes here), never allocated.
+      for (const LayerRecord& layer : r.layers) {
+        if (layer.present) builder.Verify(layer);
+      }
+      continue;
+    }
     std::vector<std::unique_ptr<Snapshot>> snapshots(s.Layers());
     for (std::size_t l = 0; l < s.Layers(); ++l) {
       if (r.layers[l].present) {
         snapshots[l] = builder.Import(r.layers[l], l, fmt::format("node {} layer {}", i, l));
       }
     }
-    PromptNode* parent = r.parent < 0 ? trie.root.get() : built[static_cast<std::size_t>(r.parent)];
-    if (!r.keep || parent == nullptr) continue;
     auto node = std::make_unique<PromptNode>();
     node->tokens = r.tokens;
     node->start = r.start;

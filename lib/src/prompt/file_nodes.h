@@ -6,8 +6,10 @@
 //   2. PlanWithinBudget chooses the nodes to keep: every pinned node (they must
 //      fit), then whole paths by recency (the subtree holding the most recently
 //      used node first), while the predicted bytes fit the budget.
-//   3. BuildTrie reads each tensor once, checks its checksum, imports it (which
-//      checks the ring invariants) and keeps the snapshot only for kept nodes.
+//   3. BuildTrie reads each tensor once and checks its checksum; it imports
+//      only the kept nodes' (a dropped node's are read in bounded chunks: its
+//      metadata, ring invariants included, was checked in step 1). So a file
+//      loads or is refused whatever the budget.
 
 #include <cstdint>
 #include <memory>
