@@ -9,6 +9,7 @@
 
 #include "ringkv/error.h"
 #include "ringkv/snapshot_data.h"
+#include "span_storage.h"
 
 namespace ringkv::detail {
 namespace {
@@ -35,14 +36,12 @@ const TensorTable::value_type* TensorRef(const json& layer, const char* key,
 }
 
 // The bytes the imported snapshot will hold once stored as the trie stores it
-// (ImportSnapshot's blocks, then span_storage.h's right-sizing).
+// (ImportSnapshot's blocks: a span at its phase, a ring from row 0; then
+// span_storage.h's compaction).
 std::size_t PredictedBytes(const LayerRecord& r, const KvLayout& layout, int window,
                            std::int64_t block_tokens) {
-  const std::size_t per_token = layout.BytesPerToken();
-  if (r.slots < block_tokens) return static_cast<std::size_t>(r.slots) * per_token;
   const std::int64_t phase = window == 0 ? r.from % block_tokens : 0;
-  const std::int64_t blocks = (phase + r.slots + block_tokens - 1) / block_tokens;
-  return static_cast<std::size_t>(blocks * block_tokens) * per_token;
+  return CompactBytes(r.slots, phase, block_tokens, window, layout.BytesPerToken());
 }
 
 // What ImportSnapshot requires (snapshot_data.h), checked from the header, so a

@@ -89,8 +89,8 @@ PromptNode& SplitNode(PromptState& s, PromptNode& node, int at,
 // Fills node's missing windows from `windows` (captured at node.end, already
 // held); the windows not kept are released.
 void FillWindows(PromptState& s, PromptNode& node, std::unique_ptr<LayerSnapshot> windows);
-// Right-sizes the small snapshots (spans and windows) of a snapshot about to
-// enter the trie, before it is held (span_storage.h).
+// Compacts the small snapshots (spans and windows) of a snapshot about to enter
+// the trie, before it is held (span_storage.h).
 void CompactSmall(const PromptState& s, LayerSnapshot* snapshot);
 // Nodes on the path the live caches hold.
 std::vector<const PromptNode*> ActivePath(const PromptState& s);

@@ -207,7 +207,7 @@ void CompactSmall(const PromptState& s, LayerSnapshot* snapshot) {
   if (snapshot == nullptr) return;
   for (std::size_t i = 0; i < s.Layers(); ++i) {
     if (snapshot->Layer(i) == nullptr) continue;
-    if (auto compact = Compact(*snapshot->Layer(i), s.block_tokens[i])) {
+    if (auto compact = Compact(*snapshot->Layer(i), s.block_tokens[i], s.windows[i])) {
       snapshot->Reset(i, std::move(compact));
     }
   }

@@ -29,19 +29,38 @@ BlockStore RightSized(const BlockStore& a, const BlockStore* b) {
 
 }  // namespace
 
-std::unique_ptr<Snapshot> Compact(const Snapshot& snapshot, std::int64_t block_tokens) {
-  const auto* kv = dynamic_cast<const KvSnapshot*>(&snapshot);
-  const auto* ring = dynamic_cast<const RotatingSnapshot*>(&snapshot);
-  Expects(kv != nullptr || ring != nullptr);
-  const BlockStore& store = kv != nullptr ? kv->Data() : ring->Data();
-  const bool right_sized = store.BlockCount() == 1 && store.BlockTokens() == store.Length();
-  if (store.Length() == 0 || store.Length() >= block_tokens || right_sized) return nullptr;
-  if (kv != nullptr) {
+std::unique_ptr<Snapshot> Compact(const Snapshot& snapshot, std::int64_t block_tokens, int window) {
+  if (const auto* kv = dynamic_cast<const KvSnapshot*>(&snapshot)) {
+    const BlockStore& store = kv->Data();
+    const bool right_sized = store.BlockCount() == 1 && store.BlockTokens() == store.Length();
+    if (store.Length() == 0 || store.Length() >= block_tokens || right_sized) return nullptr;
     return std::make_unique<KvSnapshot>(RightSized(store, nullptr), kv->FromOffset(),
                                         kv->ToOffset());
   }
-  return std::make_unique<RotatingSnapshot>(RightSized(store, nullptr), ring->FromOffset(),
-                                            ring->ToOffset(), ring->RingIndex());
+  const auto* ring = dynamic_cast<const RotatingSnapshot*>(&snapshot);
+  Expects(ring != nullptr && window > 0);
+  const BlockStore& store = ring->Data();
+  if (store.Length() == 0 || window >= block_tokens || store.BlockTokens() == window) {
+    return nullptr;
+  }
+  BlockStore out(window);
+  out.SetLayout(store.Layout());
+  out.AppendCopyOf(store, 0, store.Length());
+  return std::make_unique<RotatingSnapshot>(std::move(out), ring->FromOffset(), ring->ToOffset(),
+                                            ring->RingIndex());
+}
+
+std::size_t CompactBytes(std::int64_t slots, std::int64_t phase, std::int64_t block_tokens,
+                         int window, std::size_t bytes_per_token) {
+  std::int64_t rows = 0;
+  if (window == 0) {
+    rows = slots < block_tokens ? slots
+                                : (phase + slots + block_tokens - 1) / block_tokens * block_tokens;
+  } else {
+    const std::int64_t block = window < block_tokens ? window : block_tokens;
+    rows = (phase + slots + block - 1) / block * block;
+  }
+  return static_cast<std::size_t>(rows) * bytes_per_token;
 }
 
 std::unique_ptr<Snapshot> MergeSpans(const Snapshot& parent, const Snapshot& child,
