@@ -1,12 +1,20 @@
 // Writes the seed corpus of the loader fuzzer: small valid prompt cache files for
-// the fuzz model (fuzz_model.h). Usage: ringkv_prompt_fuzz_seeds <directory>
+// the fuzz model (fuzz_model.h), and one file per class of hostile input the
+// loader refuses (so mutations start next to each rejection path).
+// Usage: ringkv_prompt_fuzz_seeds <directory>
 #include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
+#include "file_craft.h"  // tests/prompt: rebuilds files with valid checksums
 #include "fuzz_model.h"
 
 namespace {
+
+using nlohmann::json;
+using ringkv::test::CraftedFile;
 
 // Serves `tokens` the way a decode loop does: lookup, chunked prefill, commit.
 void Serve(ringkv::PromptCache& cache, ringkv::LayerCaches& caches,
@@ -15,6 +23,66 @@ void Serve(ringkv::PromptCache& cache, ringkv::LayerCaches& caches,
   cache.Prefill(tokens, match,
                 [&](std::span<const int> chunk) { ringkv::fuzz::Feed(caches, chunk); });
   cache.Commit(tokens);
+}
+
+std::vector<std::byte> ReadBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  const std::vector<char> chars((std::istreambuf_iterator<char>(in)),
+                                std::istreambuf_iterator<char>());
+  std::vector<std::byte> out(chars.size());
+  std::memcpy(out.data(), chars.data(), chars.size());
+  return out;
+}
+
+void WriteBytes(const std::string& path, const std::vector<std::byte>& bytes) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(bytes.data()),
+            static_cast<std::streamsize>(bytes.size()));
+}
+
+// A file of `count` one-token nodes: all children of the root, or a chain.
+std::vector<std::byte> OneTokenNodes(const std::vector<std::byte>& one, int count, bool chain) {
+  CraftedFile f = CraftedFile::Parse(one);
+  const json node = f.nodes[0];
+  json header = json::object();
+  header["__metadata__"] = f.header["__metadata__"];
+  const std::vector<std::byte> base = f.data;
+  f.nodes = json::array();
+  f.data.clear();
+  for (int i = 0; i < count; ++i) {
+    json n = node;
+    n["parent"] = chain ? i - 1 : -1;
+    n["start"] = chain ? i : 0;
+    n["end"] = n["start"].get<int>() + 1;
+    n["tokens"] = {chain ? i % 3 : i};
+    n["last_used"] = i;
+    for (std::size_t l = 0; l < n["layers"].size(); ++l) {
+      json& layer = n["layers"][l];
+      // A chain keeps no windows for the sliding layer 0 (fuzz_model.h): one
+      // slot taken at offset 1 is no window at a deeper offset.
+      if (chain && l == 0) layer = nullptr;
+      if (layer.is_null()) continue;
+      for (const char* kv : {"keys", "values"}) {
+        const std::string old = layer[kv].get<std::string>();
+        const std::string name = "n" + std::to_string(i) + old.substr(old.find('.'));
+        json entry = f.header[old];
+        const auto b = entry["data_offsets"][0].get<std::uint64_t>();
+        const auto e = entry["data_offsets"][1].get<std::uint64_t>();
+        const std::uint64_t at = f.data.size();
+        entry["data_offsets"] = {at, at + (e - b)};
+        f.data.insert(f.data.end(), base.begin() + static_cast<std::ptrdiff_t>(b),
+                      base.begin() + static_cast<std::ptrdiff_t>(e));
+        header[name] = entry;
+        layer[kv] = name;
+      }
+      layer["from"] = n["start"];
+      layer["to"] = n["end"];
+    }
+    f.nodes.push_back(std::move(n));
+  }
+  f.header = std::move(header);
+  f.RecomputeTensorChecksums();
+  return f.Bytes();
 }
 
 }  // namespace
@@ -37,6 +105,62 @@ int main(int argc, char** argv) {
   Serve(cache, caches, {1, 2, 3, 9, 8});
   cache.Save(dir + "/branches.safetensors");
   cache.SaveEntry(dir + "/entry.safetensors", std::vector<int>{1, 2, 3, 4, 5, 6, 7});
+  const std::vector<std::byte> branches = ReadBytes(dir + "/branches.safetensors");
+
+  // Negative token ids (valid: any int is a token).
+  {
+    ringkv::LayerCaches c = ringkv::fuzz::FuzzCaches();
+    ringkv::PromptCache p(c, ringkv::fuzz::FuzzOptions());
+    Serve(p, c, {-200, 4, -1});
+    p.Save(dir + "/negative_tokens.safetensors");
+  }
+  // Many root nodes and a deep chain (valid; loading is linear, iterative).
+  {
+    ringkv::LayerCaches c = ringkv::fuzz::FuzzCaches();
+    ringkv::PromptCache p(c, ringkv::fuzz::FuzzOptions());
+    Serve(p, c, {7});
+    p.Save(dir + "/one_token.safetensors");
+    const std::vector<std::byte> one = ReadBytes(dir + "/one_token.safetensors");
+    WriteBytes(dir + "/many_roots.safetensors", OneTokenNodes(one, 64, false));
+    WriteBytes(dir + "/deep_chain.safetensors", OneTokenNodes(one, 64, true));
+  }
+  // Refused: a nested array in a shape (the depth is bounded before parsing).
+  {
+    const std::uint64_t n = CraftedFile::LengthField(branches);
+    std::string header(reinterpret_cast<const char*>(branches.data() + 8), n);
+    const std::size_t at = header.find("\"shape\":[");
+    header.replace(at + 8, header.find(']', at) - at - 7,
+                   "[1,1," + std::string(40, '[') + std::string(40, ']') + ",2]");
+    const std::vector<std::byte> data(branches.begin() + static_cast<std::ptrdiff_t>(8 + n),
+                                      branches.end());
+    WriteBytes(dir + "/nested_shape.safetensors", CraftedFile::Assemble(header, data));
+  }
+  // Refused: two tensors naming the same bytes, and bytes no tensor names.
+  {
+    CraftedFile f = CraftedFile::Parse(branches);
+    f.header["n1.l1.keys"]["data_offsets"] = f.header["n1.l1.values"]["data_offsets"];
+    f.RecomputeTensorChecksums();
+    WriteBytes(dir + "/overlapping_tensors.safetensors", f.Bytes());
+  }
+  {
+    CraftedFile f = CraftedFile::Parse(branches);
+    const auto size = static_cast<std::uint64_t>(f.data.size());
+    const auto b = f.header["n0.l1.keys"]["data_offsets"][0].get<std::uint64_t>();
+    const auto e = f.header["n0.l1.keys"]["data_offsets"][1].get<std::uint64_t>();
+    f.data.insert(f.data.end(), f.data.begin() + static_cast<std::ptrdiff_t>(b),
+                  f.data.begin() + static_cast<std::ptrdiff_t>(e));
+    f.header["n0.l1.keys"]["data_offsets"] = {size, size + (e - b)};
+    f.RecomputeTensorChecksums();
+    WriteBytes(dir + "/uncovered_bytes.safetensors", f.Bytes());
+  }
+  // Refused: K/V of another layout than the caches hold (two heads).
+  {
+    CraftedFile f = CraftedFile::Parse(ReadBytes(dir + "/short.safetensors"));
+    for (json& layer : f.model["layers"]) {
+      if (!layer["kv"].is_null()) layer["kv"]["heads"] = 2;
+    }
+    WriteBytes(dir + "/other_layout.safetensors", f.Bytes());
+  }
   std::printf("seeds written to %s\n", dir.c_str());
   return 0;
 }

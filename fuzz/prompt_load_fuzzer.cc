@@ -10,6 +10,7 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   ringkv::LayerCaches caches = ringkv::fuzz::FuzzCaches();
+  ringkv::fuzz::Feed(caches, std::vector<int>{0});  // the caches' K/V layout is known
   ringkv::PromptCache cache(caches, ringkv::fuzz::FuzzOptions());
   try {
     cache.LoadFromMemory(

@@ -7,13 +7,21 @@ pkg_check_modules(RINGKV_XXHASH REQUIRED IMPORTED_TARGET libxxhash)
 
 target_sources(ringkv_core PRIVATE
   src/prompt/atomic_file.cc
+  src/prompt/file_nodes.cc
+  src/prompt/file_source.cc
+  src/prompt/file_tensors.cc
+  src/prompt/held_blocks.cc
+  src/prompt/json_fields.cc
   src/prompt/prompt_cache.cc
   src/prompt/prompt_cache_file.cc
   src/prompt/prompt_file_read.cc
   src/prompt/prompt_file_write.cc
   src/prompt/prompt_restore.cc
   src/prompt/prompt_trie.cc
-  src/prompt/snapshot_data.cc)
+  src/prompt/snapshot_access.cc
+  src/prompt/snapshot_data.cc
+  src/prompt/span_storage.cc
+  src/prompt/temp_files.cc)
 # BUILD_INTERFACE: only include paths are needed, so the exported target names neither.
 target_link_libraries(ringkv_core PRIVATE
   $<BUILD_INTERFACE:nlohmann_json::nlohmann_json>

@@ -16,14 +16,14 @@ void BM_ChatWorkload(benchmark::State& state) {
   std::size_t working_set = 0;
   {
     LayerCaches caches = LayerCaches::Interleaved(shape.layers, shape.global_every, shape.window);
-    PromptCache cache(caches, ChatOptions(shape, std::size_t{1} << 40));
+    PromptCache cache(caches, ChatOptions(std::size_t{1} << 40));
     working_set = RunChat(shape, cache, caches).peak_bytes;
   }
   const auto budget = static_cast<std::size_t>(static_cast<double>(working_set) * budget_fraction);
   ChatResult r;
   for (auto _ : state) {
     LayerCaches caches = LayerCaches::Interleaved(shape.layers, shape.global_every, shape.window);
-    PromptCache cache(caches, ChatOptions(shape, budget));
+    PromptCache cache(caches, ChatOptions(budget));
     r = RunChat(shape, cache, caches);
     benchmark::DoNotOptimize(r);
   }

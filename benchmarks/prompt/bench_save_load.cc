@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 
@@ -47,13 +48,19 @@ std::pair<double, double> DiskRates(const std::string& path, std::size_t bytes) 
 void BM_SaveLoad(benchmark::State& state) {
   const ChatShape shape;
   LayerCaches caches = LayerCaches::Interleaved(shape.layers, shape.global_every, shape.window);
-  PromptCache cache(caches, ChatOptions(shape, std::size_t{1} << 40));
+  PromptCache cache(caches, ChatOptions(std::size_t{1} << 40));
   RunChat(shape, cache, caches);
-  const std::string dir = std::filesystem::temp_directory_path().string();
-  const std::string path = dir + "/ringkv_prompt_bench.safetensors";
+  // A fresh directory: concurrent runs must not share a file.
+  std::string dir =
+      (std::filesystem::temp_directory_path() / "ringkv_prompt_bench_XXXXXX").string();
+  if (::mkdtemp(dir.data()) == nullptr) {
+    state.SkipWithError("mkdtemp failed");
+    return;
+  }
+  const std::string path = dir + "/cache.safetensors";
   double save_s = 0, load_s = 0;
   LayerCaches other = LayerCaches::Interleaved(shape.layers, shape.global_every, shape.window);
-  PromptCache loaded(other, ChatOptions(shape, std::size_t{1} << 40));
+  PromptCache loaded(other, ChatOptions(std::size_t{1} << 40));
   for (auto _ : state) {
     auto t0 = std::chrono::steady_clock::now();
     cache.Save(path);
@@ -74,6 +81,7 @@ void BM_SaveLoad(benchmark::State& state) {
   state.counters["load_GBps"] = load_rate / 1e9;
   state.counters["read_GBps"] = read_rate / 1e9;
   state.counters["load_vs_read"] = load_rate / read_rate;
+  std::filesystem::remove_all(dir);
 }
 BENCHMARK(BM_SaveLoad)->Iterations(1)->Unit(benchmark::kMillisecond);
 

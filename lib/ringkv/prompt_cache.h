@@ -28,7 +28,6 @@
 #include <string>
 #include <vector>
 
-#include "ringkv/dtype.h"
 #include "ringkv/layer_caches.h"
 
 namespace ringkv {
@@ -37,17 +36,17 @@ namespace detail {
 struct PromptState;
 }
 
+// The K/V layout (dtype, kv heads, key and value dims) is not an option: it is
+// taken from the caches, per layer, at the first Commit (or Load), and every later
+// Commit, Checkpoint and Load must match it while the trie holds anything.
 struct PromptCacheOptions {
-  // Bytes of snapshots the trie may hold (Σ Snapshot::Size() over its nodes and
-  // pending checkpoints); never exceeded after a call returns.
+  // Bytes of storage the trie may hold: the blocks its snapshots (nodes and
+  // pending checkpoints) reference, each counted once however many share it.
+  // Never exceeded after a call returns; loading a file stays within it too.
   std::size_t byte_budget = std::size_t{256} << 20;
-  // Identifies the model (weights, tokenizer); written to files and checked on load.
+  // Identifies the model (weights, tokenizer, K/V dtype); written to files and
+  // checked on load. Must be valid UTF-8 (else the constructor throws).
   std::string fingerprint;
-  // The K/V every layer stores; files of another shape or dtype are rejected.
-  DType kv_dtype = DType::kF16;
-  std::int64_t kv_heads = 1;
-  std::int64_t key_dim = 1;
-  std::int64_t value_dim = 1;
 };
 
 struct PromptCacheStats {
@@ -57,7 +56,7 @@ struct PromptCacheStats {
   std::int64_t evictions = 0;      // nodes removed or merged into their child
   std::int64_t merges = 0;         // of those, the ones merged into their only child
   std::int64_t splits = 0;
-  std::size_t bytes = 0;  // held now (nodes + pending checkpoints)
+  std::size_t bytes = 0;  // held now: blocks of nodes and pending checkpoints, see byte_budget
   std::size_t nodes = 0;  // excluding the root
 };
 
@@ -74,7 +73,7 @@ struct PromptNodeInfo {
   int start = 0;
   int end = 0;
   std::vector<int> tokens;  // the edge: tokens [start, end)
-  std::size_t bytes = 0;    // Σ Snapshot::Size() of its layers
+  std::size_t bytes = 0;    // Σ Snapshot::Size() of its layers (the K/V it covers)
   std::uint64_t last_used = 0;
   bool pinned = false;
   bool active = false;      // on the path the live caches hold
@@ -100,7 +99,9 @@ class PromptCache {
   // Captures the sliding-window layers at the caches' current offset.
   void Checkpoint();
   // The caches now hold exactly `tokens` (every layer's offset is tokens.size(),
-  // and they extend what Lookup restored): the trie grows to cover them.
+  // and they extend what Lookup restored): the trie grows to cover them. Any int
+  // is a token id. Throws ringkv::Error, with nothing changed, when the caches
+  // hold K/V of another layout than the trie's snapshots.
   void Commit(std::span<const int> tokens);
 
   // Keeps the cached prefix `tokens` (all of it must be cached) from eviction.
@@ -111,11 +112,15 @@ class PromptCache {
   void Clear() noexcept;
 
   // Writes the whole trie, or the cached path of `tokens`, atomically (temp file
-  // in the same directory, fsync, rename). Throws ringkv::Error on I/O failure.
+  // in the same directory, fsync, rename; the replaced file's mode is kept and
+  // stale temporaries of killed saves removed). Throws ringkv::Error on I/O
+  // failure, or when the header would be over the limit Load accepts.
   void Save(const std::string& path) const;
   void SaveEntry(const std::string& path, std::span<const int> tokens) const;
-  // Replaces the trie with a file's contents after validating all of it; on any
-  // problem throws ringkv::SnapshotError naming it, with nothing changed.
+  // Replaces the trie with a file's contents after validating all of it, keeping
+  // the pinned nodes and then the most recently used ones that fit the budget;
+  // on any problem throws ringkv::SnapshotError naming it, with nothing changed.
+  // Load reads regular files only. docs/prompt_cache.md has the limits.
   void Load(const std::string& path);
   void LoadFromMemory(std::span<const std::byte> file);
 
@@ -123,7 +128,7 @@ class PromptCache {
   const PromptCacheOptions& Options() const noexcept;
   // Pre-order, parents before children.
   std::vector<PromptNodeInfo> Nodes() const;
-  // Σ Snapshot::Size() recomputed by walking the trie (Stats().bytes is kept incrementally).
+  // Stats().bytes recomputed by walking the trie (Stats().bytes is kept incrementally).
   std::size_t SnapshotBytes() const;
 
  private:

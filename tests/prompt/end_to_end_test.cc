@@ -17,6 +17,7 @@
 #include "ringkv/context.h"
 #include "ringkv/prompt_cache.h"
 #include "sampling.h"
+#include "scratch_dir.h"
 #include "tiny_transformer.h"
 
 namespace ringkv::model::test {
@@ -30,10 +31,6 @@ PromptCacheOptions OptionsFor(const ModelConfig& c, std::size_t budget) {
   PromptCacheOptions o;
   o.byte_budget = budget;
   o.fingerprint = "tiny seed " + std::to_string(c.seed);
-  o.kv_dtype = c.kv_dtype;
-  o.kv_heads = c.kv_heads;
-  o.key_dim = c.head_dim;
-  o.value_dim = c.head_dim;
   return o;
 }
 
@@ -165,13 +162,11 @@ TEST_P(PromptCacheEndToEnd, AfterSavingAndLoadingIntoFreshCaches) {
   const TinyTransformer model(Config(), ctx_);
   std::unique_ptr<Server> first;
   Conversations(model, ctx_, std::size_t{1} << 30, true, nullptr, &first);
-  const std::string path = (std::filesystem::temp_directory_path() /
-                            (std::string("ringkv_e2e_") + GetParam().name + ".safetensors"))
-                               .string();
+  const ringkv::test::ScratchDir dir;
+  const std::string path = dir.File("cache.safetensors");
   first->Cache().Save(path);
   Server second(model, ctx_, std::size_t{1} << 30);
   second.Cache().Load(path);
-  std::filesystem::remove(path);
   // Continue conversation 0 of the first server in another process's caches:
   // rebuild its history from the trie's deepest path that starts with it.
   std::vector<int> history;

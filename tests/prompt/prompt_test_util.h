@@ -21,17 +21,14 @@ inline constexpr std::int64_t kDim = 2;
 inline constexpr std::size_t kTokenBytes = kHeads * (kDim + kDim) * 4;
 
 inline float Code(int position, int token, std::int64_t head) {
-  return static_cast<float>(1000 * position + token) + static_cast<float>(head) / 4.0f;
+  // In double: tokens may be any int (INT_MAX + 1000 p must not overflow).
+  return static_cast<float>(1000.0 * position + token) + static_cast<float>(head) / 4.0f;
 }
 
 inline PromptCacheOptions Options(std::size_t budget, const char* fingerprint = "test-model") {
   PromptCacheOptions o;
   o.byte_budget = budget;
   o.fingerprint = fingerprint;
-  o.kv_dtype = DType::kF32;
-  o.kv_heads = kHeads;
-  o.key_dim = kDim;
-  o.value_dim = kDim;
   return o;
 }
 

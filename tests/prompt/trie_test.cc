@@ -122,11 +122,13 @@ TEST(PromptTrie, EvictsTheLeastRecentlyUsedOffTheActivePath) {
   Serve(pc, caches, a);
   Serve(pc, caches, b);
   Serve(pc, caches, Cat(a, {7}));  // lands on a: a is now more recent than b
-  EXPECT_EQ(pc.Stats().bytes, 21 * per_token);
-  Serve(pc, caches, c);  // 31 tokens > 25: b goes
+  // The budget counts blocks: a and b take 3 blocks of 4 tokens each, the
+  // one-token node [10, 11) one right-sized block of 1.
+  EXPECT_EQ(pc.Stats().bytes, (12 + 12 + 1) * per_token);
+  Serve(pc, caches, c);  // 37 > 25: b goes
   ExpectBytes(pc);
   EXPECT_EQ(pc.Stats().evictions, 1);
-  EXPECT_EQ(pc.Stats().bytes, 21 * per_token);
+  EXPECT_EQ(pc.Stats().bytes, (12 + 1 + 12) * per_token);
   EXPECT_EQ(pc.Lookup(Cat(b, {1})).reused, 0);
   EXPECT_EQ(pc.Lookup(Cat(a, {7, 8})).reused, 11);
   ExpectHolds(caches, Cat(a, {7}));

@@ -107,6 +107,11 @@ class BlockStore {
   const void* KeyData(std::size_t block) const noexcept;
   const void* ValueData(std::size_t block) const noexcept;
 
+  // Calls fn(id, bytes) for each block this store references; stores sharing a
+  // block pass the same id, so a caller can count shared blocks once.
+  template <class Fn>
+  void ForEachBlock(Fn&& fn) const;
+
   // Whether two stores hold the same block object at these indices.
   bool SameBlock(std::size_t block, const BlockStore& other,
                  std::size_t other_block) const noexcept;
@@ -148,6 +153,13 @@ void BlockStore::ForEachRun(std::int64_t begin, std::int64_t end, Fn&& fn) const
     const std::int64_t count = std::min(block_tokens_ - row, end - slot);
     fn(block, row, count);
     slot += count;
+  }
+}
+
+template <class Fn>
+void BlockStore::ForEachBlock(Fn&& fn) const {
+  for (const std::shared_ptr<Block>& block : blocks_) {
+    fn(static_cast<const void*>(block.get()), block->keys.NumBytes() + block->values.NumBytes());
   }
 }
 

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "ringkv/error.h"
+#include "temp_files.h"
 
 namespace ringkv::detail {
 namespace {
@@ -54,54 +55,38 @@ class TempFile {
 
 void WriteFileAtomically(const std::string& path, std::span<const std::span<const std::byte>> parts,
                          const char* function) {
+  const std::filesystem::path target(path);
+  const std::filesystem::path dir = target.parent_path();
+  RemoveStaleTemps(dir.string());
   // Same directory, so the rename is atomic. Not mkstemp: its files are 0600,
-  // while a saved cache should get the usual 0666 & ~umask.
+  // while a saved cache gets the mode of the file it replaces, or the usual
+  // 0666 & ~umask.
   std::random_device random;
   std::string temp_path;
   int fd = -1;
   for (int attempt = 0; attempt < 16 && fd < 0; ++attempt) {
-    temp_path = fmt::format("{}.tmp.{}.{:08x}", path, ::getpid(), random());
+    temp_path = (dir / TempName(target.filename().string(), ::getpid(), random())).string();
     fd = ::open(temp_path.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0666);
     if (fd < 0 && errno != EEXIST) break;
   }
   if (fd < 0) Fail(function, "cannot create a temporary file next to", path);
   TempFile temp(fd, temp_path);
+  struct stat replaced {};
+  if (::stat(path.c_str(), &replaced) == 0 && S_ISREG(replaced.st_mode) &&
+      ::fchmod(temp.Fd(), replaced.st_mode & 0777) != 0) {
+    Fail(function, "cannot set the mode of", temp.Path());
+  }
   for (std::span<const std::byte> part : parts) WriteAll(temp.Fd(), part, function, temp.Path());
   if (::fsync(temp.Fd()) != 0) Fail(function, "cannot fsync", temp.Path());
   if (::close(temp.ReleaseFd()) != 0) Fail(function, "cannot close", temp.Path());
   if (::rename(temp.Path().c_str(), path.c_str()) != 0) Fail(function, "cannot rename onto", path);
   temp.Renamed();
   // Make the rename itself durable.
-  const std::filesystem::path dir = std::filesystem::path(path).parent_path();
   const int dir_fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY);
   if (dir_fd >= 0) {
     ::fsync(dir_fd);
     ::close(dir_fd);
   }
-}
-
-std::vector<std::byte> ReadWholeFile(const std::string& path, const char* function) {
-  const int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd < 0) {
-    throw SnapshotError(
-        fmt::format("[{}] cannot open '{}': {}", function, path, std::strerror(errno)));
-  }
-  std::vector<std::byte> bytes;
-  std::byte buffer[1 << 16];
-  for (;;) {
-    const ssize_t n = ::read(fd, buffer, sizeof(buffer));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int error = errno;
-      ::close(fd);
-      throw SnapshotError(
-          fmt::format("[{}] cannot read '{}': {}", function, path, std::strerror(error)));
-    }
-    if (n == 0) break;
-    bytes.insert(bytes.end(), buffer, buffer + n);
-  }
-  ::close(fd);
-  return bytes;
 }
 
 }  // namespace ringkv::detail

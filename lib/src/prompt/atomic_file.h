@@ -15,7 +15,4 @@ namespace ringkv::detail {
 void WriteFileAtomically(const std::string& path, std::span<const std::span<const std::byte>> parts,
                          const char* function);
 
-// The whole file. Throws ringkv::SnapshotError when it cannot be read.
-std::vector<std::byte> ReadWholeFile(const std::string& path, const char* function);
-
 }  // namespace ringkv::detail

@@ -5,6 +5,9 @@
 #include <algorithm>
 #include <gsl/assert>
 #include <gsl/narrow>
+#include <nlohmann/json.hpp>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "prompt_state.h"
 #include "ringkv/error.h"
@@ -12,48 +15,56 @@
 namespace ringkv {
 namespace {
 
-void CheckOptions(const PromptCacheOptions& o, const LayerCaches& caches) {
+void CheckCaches(const LayerCaches& caches) {
   if (caches.Size() == 0) throw Error("[PromptCache] the caches have no layers");
-  if (o.kv_heads < 1 || o.key_dim < 1 || o.value_dim < 1) {
-    throw Error(fmt::format("[PromptCache] kv_heads {}, key_dim {} and value_dim {} must be >= 1",
-                            o.kv_heads, o.key_dim, o.value_dim));
+}
+
+// Files store the fingerprint as a JSON string: it must be valid UTF-8 (checked
+// by the JSON library's own rule, so Save can never fail on it).
+void CheckFingerprint(const std::string& fingerprint) {
+  try {
+    (void)nlohmann::json(fingerprint).dump();
+  } catch (const nlohmann::json::exception&) {
+    std::string hex;
+    for (const char c : fingerprint.substr(0, 32)) {
+      hex += fmt::format("{:02x}", static_cast<unsigned char>(c));
+    }
+    throw Error(fmt::format("[PromptCache] fingerprint (bytes {}{}) is not valid UTF-8", hex,
+                            fingerprint.size() > 32 ? "..." : ""));
   }
 }
 
-void Preorder(const detail::PromptState& s, const detail::PromptNode& node, int parent,
-              const std::vector<const detail::PromptNode*>& active,
-              std::vector<PromptNodeInfo>& out) {
-  for (const auto& child : node.children) {
-    PromptNodeInfo info;
-    info.parent = parent;
-    info.start = child->start;
-    info.end = child->end;
-    info.tokens = child->tokens;
-    info.bytes = child->Bytes();
-    info.last_used = child->last_used;
-    info.pinned = child->pinned;
-    info.active = std::find(active.begin(), active.end(), child.get()) != active.end();
-    info.missing_windows = detail::MissingWindows(s, *child);
-    out.push_back(std::move(info));
-    Preorder(s, *child, static_cast<int>(out.size()) - 1, active, out);
-  }
+// Throws unless `given` (K/V about to enter the trie) agrees with what it holds.
+void CheckLayouts(const char* function, const detail::PromptState& s,
+                  const detail::Layouts& given) {
+  const int bad = detail::FirstMismatch(given, s.layouts);
+  if (bad < 0) return;
+  const auto i = static_cast<std::size_t>(bad);
+  throw Error(fmt::format(
+      "[PromptCache::{}] layer {} holds K/V {}, the cached snapshots {} (Clear() the prompt "
+      "cache to change the layout)",
+      function, i, detail::LayoutName(*given[i]), detail::LayoutName(*s.layouts[i])));
 }
 
 // The sliding layers' windows at the caches' current offset x (Snapshot(x - 1) of
-// a ring is its whole window at x); null without sliding layers.
+// a ring is its whole window at x), small ones right-sized; null without sliding
+// layers.
 std::unique_ptr<LayerSnapshot> CaptureWindows(const detail::PromptState& s, int x) {
   if (!s.has_windows || x < 1) return nullptr;
   std::vector<std::unique_ptr<Snapshot>> layers(s.Layers());
   for (std::size_t i = 0; i < s.Layers(); ++i) {
     if (s.windows[i] > 0) layers[i] = s.caches[i].Snapshot(x - 1);
   }
-  return std::make_unique<LayerSnapshot>(std::move(layers));
+  auto windows = std::make_unique<LayerSnapshot>(std::move(layers));
+  detail::CompactSmall(s, windows.get());
+  return windows;
 }
 
 }  // namespace
 
 PromptCache::PromptCache(LayerCaches& caches, PromptCacheOptions options) {
-  CheckOptions(options, caches);
+  CheckCaches(caches);
+  CheckFingerprint(options.fingerprint);
   state_ = std::make_unique<detail::PromptState>(caches, std::move(options));
 }
 
@@ -90,11 +101,16 @@ void PromptCache::Checkpoint() {
   const int x = offsets.front();
   std::unique_ptr<LayerSnapshot> windows = CaptureWindows(s, x);
   if (windows == nullptr) return;
+  detail::Layouts layouts = detail::LayoutsOf(windows.get(), s.Layers());
+  CheckLayouts("Checkpoint", s, layouts);
+  detail::MergeLayouts(layouts, s.layouts);
+  // Nothing below throws except allocation.
+  s.layouts.swap(layouts);
+  s.held.Add(windows.get());
   if (auto old = s.pending.find(x); old != s.pending.end()) {
-    s.bytes -= old->second->Size();
+    s.held.Remove(old->second.get());
     s.pending.erase(old);
   }
-  s.bytes += windows->Size();
   s.pending.emplace(x, std::move(windows));
   detail::EnforceBudget(s);
 }
@@ -118,10 +134,14 @@ void PromptCache::Commit(std::span<const int> tokens) {
         diff - s.live_tokens.begin(), s.live_tokens.size()));
   }
   if (n == 0) return;
+  // Every layer holds tokens, so every layout is known.
+  detail::Layouts layouts = detail::CacheLayouts(s.caches);
+  CheckLayouts("Commit", s, layouts);
 
   detail::TriePath path = detail::Walk(*s.root, tokens);
   const int m = path.matched;
   std::unique_ptr<LayerSnapshot> tail = m < n ? s.caches.Snapshot(m) : nullptr;
+  detail::CompactSmall(s, tail.get());
   // Nothing below throws except allocation.
   auto take_pending = [&](int x) -> std::unique_ptr<LayerSnapshot> {
     auto it = s.pending.find(x);
@@ -141,7 +161,7 @@ void PromptCache::Commit(std::span<const int> tokens) {
     leaf->start = m;
     leaf->end = n;
     leaf->parent = parent;
-    s.bytes += tail->Size();
+    s.held.Add(tail.get());
     leaf->snapshot = std::move(tail);
     parent->children.push_back(std::move(leaf));
   }
@@ -150,13 +170,13 @@ void PromptCache::Commit(std::span<const int> tokens) {
     const int x = s.pending.begin()->first;
     std::unique_ptr<LayerSnapshot> w = take_pending(x);
     if (x >= n) {
-      s.bytes -= w->Size();
+      s.held.Remove(w.get());
       continue;
     }
     path = detail::Walk(*s.root, tokens.first(static_cast<std::size_t>(x)));
     detail::PromptNode* node = path.nodes.empty() ? nullptr : path.nodes.back();
     if (node == nullptr || path.matched != x) {
-      s.bytes -= w->Size();
+      s.held.Remove(w.get());
     } else if (x < node->end) {
       detail::SplitNode(s, *node, x, std::move(w));
     } else {
@@ -167,10 +187,11 @@ void PromptCache::Commit(std::span<const int> tokens) {
   if (detail::PromptNode* end = path.nodes.back(); detail::MissingWindows(s, *end) > 0) {
     // The request ended mid-edge of a cached one: the caches hold its windows now.
     std::unique_ptr<LayerSnapshot> windows = CaptureWindows(s, n);
-    s.bytes += windows->Size();
+    s.held.Add(windows.get());
     detail::FillWindows(s, *end, std::move(windows));
   }
   s.live_tokens.assign(tokens.begin(), tokens.end());
+  s.layouts.swap(layouts);
   const std::uint64_t now = s.Tick();
   path.nodes.back()->last_used = now;  // the entry this request ends at
   detail::EnforceBudget(s);
@@ -183,16 +204,13 @@ void PromptCache::Pin(std::span<const int> tokens) {
     throw Error(fmt::format("[PromptCache::Pin] only {} of the {} tokens are cached", path.matched,
                             tokens.size()));
   }
-  // Upper bound of the pinned bytes after the pin (the last node counted whole).
-  std::size_t pinned = 0;
-  std::vector<const detail::PromptNode*> stack = {s.root.get()};
-  while (!stack.empty()) {
-    const detail::PromptNode* node = stack.back();
-    stack.pop_back();
-    const bool on_path = std::find(path.nodes.begin(), path.nodes.end(), node) != path.nodes.end();
-    if (node->pinned || on_path) pinned += node->Bytes();
-    for (const auto& child : node->children) stack.push_back(child.get());
+  // Upper bound of the blocks pinned after the pin (the last node counted whole).
+  detail::HeldBlocks pinned_blocks;
+  for (const detail::PromptNode* node : path.nodes) pinned_blocks.Add(node->snapshot.get());
+  for (const detail::PromptNode* node : detail::Preorder(*s.root)) {
+    if (node->pinned) pinned_blocks.Add(node->snapshot.get());  // counted once per block
   }
+  const std::size_t pinned = pinned_blocks.Bytes();
   if (pinned > s.options.byte_budget) {
     throw Error(
         fmt::format("[PromptCache::Pin] pinned snapshots would take {} bytes, over the "
@@ -222,9 +240,10 @@ void PromptCache::Clear() noexcept {
   detail::PromptState& s = *state_;
   s.root->children.clear();
   s.pending.clear();
-  s.bytes = 0;
+  s.held.Clear();
   s.stats.bytes = 0;
   s.stats.nodes = 0;
+  s.ForgetLayoutsIfEmpty();
 }
 
 PromptCacheStats PromptCache::Stats() const { return state_->stats; }
@@ -232,8 +251,29 @@ PromptCacheStats PromptCache::Stats() const { return state_->stats; }
 const PromptCacheOptions& PromptCache::Options() const noexcept { return state_->options; }
 
 std::vector<PromptNodeInfo> PromptCache::Nodes() const {
+  const detail::PromptState& s = *state_;
+  const std::vector<detail::PromptNode*> nodes = detail::Preorder(*s.root);
+  const std::vector<const detail::PromptNode*> path = detail::ActivePath(s);
+  const std::unordered_set<const detail::PromptNode*> active(path.begin(), path.end());
+  std::unordered_map<const detail::PromptNode*, int> index;
+  index.reserve(nodes.size());
   std::vector<PromptNodeInfo> out;
-  Preorder(*state_, *state_->root, -1, detail::ActivePath(*state_), out);
+  out.reserve(nodes.size());
+  for (const detail::PromptNode* node : nodes) {
+    PromptNodeInfo info;
+    const auto parent = index.find(node->parent);
+    info.parent = parent == index.end() ? -1 : parent->second;
+    info.start = node->start;
+    info.end = node->end;
+    info.tokens = node->tokens;
+    info.bytes = node->Bytes();
+    info.last_used = node->last_used;
+    info.pinned = node->pinned;
+    info.active = active.contains(node);
+    info.missing_windows = detail::MissingWindows(s, *node);
+    index.emplace(node, static_cast<int>(out.size()));
+    out.push_back(std::move(info));
+  }
   return out;
 }
 

@@ -1,7 +1,10 @@
 // PromptCache::Save / Load: the trie to and from a file (prompt_file.h).
 #include <fmt/format.h>
 
+#include <nlohmann/json.hpp>
+
 #include "atomic_file.h"
+#include "file_source.h"
 #include "prompt_file.h"
 #include "prompt_state.h"
 #include "ringkv/error.h"
@@ -10,17 +13,23 @@
 namespace ringkv {
 namespace {
 
-void Preorder(const detail::PromptNode& node, std::vector<const detail::PromptNode*>& out) {
-  for (const auto& child : node.children) {
-    out.push_back(child.get());
-    Preorder(*child, out);
-  }
-}
-
 void Write(const detail::PromptState& s, const std::string& path,
            std::span<const detail::PromptNode* const> nodes, const char* function) {
   std::vector<Tensor> tensors;
-  const std::vector<std::byte> header = detail::EncodeHeader(s, nodes, tensors);
+  std::vector<std::byte> header;
+  try {
+    header = detail::EncodeHeader(s, nodes, tensors);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(fmt::format("[{}] cannot encode the header: {}", function, e.what()));
+  }
+  // What Load would refuse is never written.
+  const std::size_t limit = detail::MaxHeaderBytes(s.options.byte_budget);
+  if (header.size() - 8 > limit) {
+    throw Error(fmt::format(
+        "[{}] the header takes {} bytes, over the limit of {} (max(16 MiB, byte_budget / 16)) "
+        "that Load accepts: save fewer nodes (SaveEntry)",
+        function, header.size() - 8, limit));
+  }
   std::vector<std::span<const std::byte>> parts = {header};
   for (const Tensor& t : tensors) {
     parts.emplace_back(static_cast<const std::byte*>(t.Data()), t.NumBytes());
@@ -28,12 +37,20 @@ void Write(const detail::PromptState& s, const std::string& path,
   detail::WriteFileAtomically(path, parts, function);
 }
 
+void Install(detail::PromptState& s, detail::LoadedTrie trie) noexcept {
+  s.root = std::move(trie.root);
+  s.layouts.swap(trie.layouts);
+  s.pending.clear();
+  s.held.Swap(trie.held);
+  s.clock = std::max(s.clock, trie.clock);
+  // The old trie's snapshots (now in `trie`) are released on return.
+}
+
 }  // namespace
 
 void PromptCache::Save(const std::string& path) const {
-  std::vector<const detail::PromptNode*> nodes;
-  Preorder(*state_->root, nodes);
-  Write(*state_, path, nodes, "PromptCache::Save");
+  const std::vector<detail::PromptNode*> nodes = detail::Preorder(*state_->root);
+  Write(*state_, path, {nodes.begin(), nodes.end()}, "PromptCache::Save");
 }
 
 void PromptCache::SaveEntry(const std::string& path, std::span<const int> tokens) const {
@@ -50,27 +67,15 @@ void PromptCache::SaveEntry(const std::string& path, std::span<const int> tokens
 }
 
 void PromptCache::Load(const std::string& path) {
-  const std::vector<std::byte> file = detail::ReadWholeFile(path, "PromptCache::Load");
-  LoadFromMemory(file);
+  const detail::FileSource file(path, "PromptCache::Load");
+  detail::PromptState& s = *state_;
+  Install(s, detail::DecodeFile(s, file));
+  detail::EnforceBudget(s);
 }
 
 void PromptCache::LoadFromMemory(std::span<const std::byte> file) {
   detail::PromptState& s = *state_;
-  detail::LoadedTrie trie = detail::DecodeFile(s, file);
-  std::size_t pinned = 0;
-  std::vector<const detail::PromptNode*> nodes;
-  Preorder(*trie.root, nodes);
-  for (const detail::PromptNode* node : nodes) pinned += node->pinned ? node->Bytes() : 0;
-  if (pinned > s.options.byte_budget) {
-    throw SnapshotError(fmt::format(
-        "[PromptCache::Load] the file pins {} bytes of snapshots, over the budget of {}", pinned,
-        s.options.byte_budget));
-  }
-  // Validated: install (nothing below throws).
-  s.root = std::move(trie.root);
-  s.pending.clear();
-  s.bytes = trie.bytes;
-  s.clock = std::max(s.clock, trie.clock);
+  Install(s, detail::DecodeFile(s, detail::MemorySource(file)));
   detail::EnforceBudget(s);
 }
 

@@ -17,9 +17,14 @@
 namespace ringkv::detail {
 
 inline constexpr const char* kFileFormat = "ringkv.prompt_cache";
-inline constexpr int kFileVersion = 1;
-// A header larger than this is rejected before parsing (a corrupt length field).
-inline constexpr std::size_t kMaxHeaderBytes = std::size_t{64} << 20;
+// 2: the K/V layout is stated per layer (version 1 had one, often wrong, for all).
+inline constexpr int kFileVersion = 2;
+// The largest header Load parses, and Save writes: max(16 MiB, byte_budget / 16).
+// A parsed header takes up to ~20 times its size (nlohmann's DOM of hostile
+// JSON; ringkv's own headers take 5-8 times), so parsing stays in proportion
+// to the budget. ringkv's headers take ~400 bytes per node and layer.
+inline constexpr std::size_t kMinHeaderLimit = std::size_t{16} << 20;
+std::size_t MaxHeaderBytes(std::size_t byte_budget) noexcept;
 
 // XXH3_64bits over the three JSON texts (with their lengths), as 16 hex digits:
 // token ids and offsets live in the header, outside the tensor checksums.
@@ -32,13 +37,16 @@ std::string MetadataChecksum(std::string_view model, std::string_view nodes,
 std::vector<std::byte> EncodeHeader(const PromptState& s, std::span<const PromptNode* const> nodes,
                                     std::vector<Tensor>& tensors);
 
-// A validated trie built from a file, not yet installed.
+class ByteSource;
+
+// A validated trie built from a file, not yet installed: within the budget.
 struct LoadedTrie {
+  Layouts layouts;  // the file's, per layer
   std::unique_ptr<PromptNode> root;
-  std::size_t bytes = 0;
+  HeldBlocks held;
   std::uint64_t clock = 0;
 };
 // Throws ringkv::SnapshotError "[PromptCache::Load] ..." on any problem.
-LoadedTrie DecodeFile(const PromptState& s, std::span<const std::byte> file);
+LoadedTrie DecodeFile(const PromptState& s, const ByteSource& file);
 
 }  // namespace ringkv::detail

@@ -7,37 +7,28 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "json_fields.h"
 #include "prompt_file.h"
 #include "ringkv/snapshot_data.h"
 
 namespace ringkv::detail {
 namespace {
 
-using nlohmann::json;
-
-const char* SafetensorsDType(DType dtype) {
-  switch (dtype) {
-    case DType::kF32:
-      return "F32";
-    case DType::kF16:
-      return "F16";
-    case DType::kBF16:
-      return "BF16";
-  }
-  return "?";
-}
-
+// Per layer: its kind and the K/V layout of its snapshots (null when nothing is held).
 json ModelJson(const PromptState& s) {
   json layers = json::array();
-  for (int window : s.windows) {
-    layers.push_back(window == 0 ? json{{"kind", "global"}}
-                                 : json{{"kind", "sliding"}, {"window", window}});
+  for (std::size_t i = 0; i < s.Layers(); ++i) {
+    json layer = s.windows[i] == 0 ? json{{"kind", "global"}}
+                                   : json{{"kind", "sliding"}, {"window", s.windows[i]}};
+    const std::optional<KvLayout>& kv = s.layouts[i];
+    layer["kv"] = kv.has_value() ? json{{"dtype", SafetensorsDType(kv->dtype)},
+                                        {"heads", kv->heads},
+                                        {"key_dim", kv->k_dim},
+                                        {"value_dim", kv->v_dim}}
+                                 : json(nullptr);
+    layers.push_back(std::move(layer));
   }
-  return json{{"kv_dtype", SafetensorsDType(s.options.kv_dtype)},
-              {"kv_heads", s.options.kv_heads},
-              {"key_dim", s.options.key_dim},
-              {"value_dim", s.options.value_dim},
-              {"layers", std::move(layers)}};
+  return json{{"layers", std::move(layers)}};
 }
 
 }  // namespace

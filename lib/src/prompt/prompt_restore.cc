@@ -153,8 +153,9 @@ PrefixMatch LookupAndRestore(PromptState& s, std::span<const int> tokens) {
 
   // Nothing below throws.
   s.live_tokens.assign(tokens.begin(), tokens.begin() + q);
-  for (const auto& [offset, snapshot] : s.pending) s.bytes -= snapshot->Size();
+  for (const auto& [offset, snapshot] : s.pending) s.held.Remove(snapshot.get());
   s.pending.clear();
+  s.ForgetLayoutsIfEmpty();
   const std::uint64_t now = s.Tick();
   // Only the node the lookup lands in counts as used: an ancestor passed through
   // keeps its age, so a stale branch point can be compacted into its child.
@@ -164,7 +165,7 @@ PrefixMatch LookupAndRestore(PromptState& s, std::span<const int> tokens) {
   ++s.stats.lookups;
   if (q > 0) ++s.stats.hits;
   s.stats.tokens_reused += q;
-  s.stats.bytes = s.bytes;
+  s.stats.bytes = s.Bytes();
   return PrefixMatch{q, Checkpoints(s, path, q, n)};
 }
 

@@ -3,22 +3,20 @@
 #include <gsl/assert>
 #include <gsl/narrow>
 #include <limits>
+#include <set>
+#include <unordered_set>
 
 #include "prompt_state.h"
+#include "ringkv/error.h"
 #include "ringkv/rotating_kv_cache.h"
+#include "snapshot_access.h"
+#include "span_storage.h"
 
 namespace ringkv::detail {
 namespace {
 
 std::unique_ptr<LayerSnapshot> EmptySnapshot(std::size_t layers) {
   return std::make_unique<LayerSnapshot>(std::vector<std::unique_ptr<Snapshot>>(layers));
-}
-
-void Collect(PromptNode& node, int depth, std::vector<std::pair<PromptNode*, int>>& out) {
-  for (auto& child : node.children) {
-    out.emplace_back(child.get(), depth + 1);
-    Collect(*child, depth + 1, out);
-  }
 }
 
 std::size_t ChildIndex(const PromptNode& parent, const PromptNode& child) {
@@ -32,27 +30,56 @@ std::size_t ChildIndex(const PromptNode& parent, const PromptNode& child) {
 // Removes a childless node; its bytes leave the trie.
 void RemoveLeaf(PromptState& s, PromptNode& node) {
   Expects(node.children.empty() && node.parent != nullptr);
-  s.bytes -= node.Bytes();
+  s.held.Remove(node.snapshot.get());
   PromptNode& parent = *node.parent;
   parent.children.erase(parent.children.begin() +
                         static_cast<std::ptrdiff_t>(ChildIndex(parent, node)));
   ++s.stats.evictions;
 }
 
-// Folds a node with one child into that child (LayerCaches::Merge): the child
-// then covers both edges, the KV spans join, the node's windows are released.
+// The snapshot of a node folded into its only child: per KVCache layer the spans
+// joined (MergeSpans, the form the trie keeps), per sliding layer the child's
+// window (it supersedes the node's). The inputs are untouched.
+std::unique_ptr<LayerSnapshot> Merged(const PromptState& s, const PromptNode& node,
+                                      const PromptNode& child) {
+  std::vector<std::unique_ptr<Snapshot>> layers(s.Layers());
+  bool any = false;
+  for (std::size_t i = 0; i < s.Layers(); ++i) {
+    const Snapshot* p = node.Layer(i);
+    const Snapshot* c = child.Layer(i);
+    if (s.windows[i] > 0) {
+      layers[i] = ShareCopy(c);
+    } else if (p != nullptr && c != nullptr) {
+      layers[i] = MergeSpans(*p, *c, s.block_tokens[i]);
+    }
+    any = any || layers[i] != nullptr;
+  }
+  return any ? std::make_unique<LayerSnapshot>(std::move(layers)) : nullptr;
+}
+
+// Folds a node with one child into that child: the child then covers both
+// edges, the KV spans join, the node's windows are released. All or nothing:
+// the merged snapshot is built first, and the trie changes only once it exists.
 void MergeIntoChild(PromptState& s, PromptNode& node) {
   Expects(node.children.size() == 1 && node.parent != nullptr);
-  std::unique_ptr<PromptNode> child = std::move(node.children.front());
-  s.bytes -= node.Bytes() + child->Bytes();
-  child->snapshot = s.caches.Merge(std::move(node.snapshot), std::move(child->snapshot));
-  s.bytes += child->Bytes();
-  child->tokens.insert(child->tokens.begin(), node.tokens.begin(), node.tokens.end());
-  child->start = node.start;
-  child->last_used = std::max(child->last_used, node.last_used);
+  PromptNode& child = *node.children.front();
+  std::unique_ptr<LayerSnapshot> merged = Merged(s, node, child);
+  std::vector<int> tokens;
+  tokens.reserve(node.tokens.size() + child.tokens.size());
+  tokens.insert(tokens.end(), node.tokens.begin(), node.tokens.end());
+  tokens.insert(tokens.end(), child.tokens.begin(), child.tokens.end());
+  s.held.Add(merged.get());
+  // Nothing below throws.
+  s.held.Remove(node.snapshot.get());
+  s.held.Remove(child.snapshot.get());
+  child.snapshot = std::move(merged);
+  child.tokens.swap(tokens);
+  child.start = node.start;
+  child.last_used = std::max(child.last_used, node.last_used);
   PromptNode& parent = *node.parent;
-  child->parent = &parent;
-  parent.children[ChildIndex(parent, node)] = std::move(child);  // destroys node
+  child.parent = &parent;
+  std::unique_ptr<PromptNode> owned = std::move(node.children.front());
+  parent.children[ChildIndex(parent, node)] = std::move(owned);  // destroys node
   ++s.stats.evictions;
   ++s.stats.merges;
 }
@@ -60,7 +87,7 @@ void MergeIntoChild(PromptState& s, PromptNode& node) {
 bool DropLastPending(PromptState& s) {
   if (s.pending.empty()) return false;
   auto last = std::prev(s.pending.end());
-  s.bytes -= last->second == nullptr ? 0 : last->second->Size();
+  s.held.Remove(last->second.get());
   s.pending.erase(last);
   return true;
 }
@@ -68,8 +95,7 @@ bool DropLastPending(PromptState& s) {
 // Drops the windows of the deepest pinned node that has any (pinned KV spans fit
 // the budget, Pin checks it): the prefix stays cached, lookups land earlier.
 bool DropPinnedWindows(PromptState& s) {
-  std::vector<std::pair<PromptNode*, int>> nodes;
-  Collect(*s.root, 0, nodes);
+  std::vector<std::pair<PromptNode*, int>> nodes = WithDepths(*s.root);
   std::stable_sort(nodes.begin(), nodes.end(),
                    [](const auto& a, const auto& b) { return a.second > b.second; });
   for (auto& [node, depth] : nodes) {
@@ -77,7 +103,7 @@ bool DropPinnedWindows(PromptState& s) {
     bool dropped = false;
     for (std::size_t i = 0; i < s.Layers(); ++i) {
       if (s.windows[i] > 0 && node->snapshot->Layer(i) != nullptr) {
-        s.bytes -= node->snapshot->Layer(i)->Size();
+        s.held.Remove(node->snapshot->Layer(i));
         node->snapshot->Reset(i, nullptr);
         dropped = true;
       }
@@ -90,12 +116,19 @@ bool DropPinnedWindows(PromptState& s) {
 }  // namespace
 
 PromptState::PromptState(LayerCaches& c, PromptCacheOptions o)
-    : caches(c), options(std::move(o)), root(std::make_unique<PromptNode>()) {
+    : caches(c), options(std::move(o)), layouts(c.Size()), root(std::make_unique<PromptNode>()) {
   for (std::size_t i = 0; i < caches.Size(); ++i) {
     const auto* ring = dynamic_cast<const RotatingKVCache*>(&caches[i]);
     windows.push_back(ring == nullptr ? 0 : ring->MaxSize());
+    block_tokens.push_back(ring == nullptr ? dynamic_cast<const KVCache&>(caches[i]).BlockTokens()
+                                           : ring->BlockTokens());
     has_windows = has_windows || ring != nullptr;
   }
+}
+
+void PromptState::ForgetLayoutsIfEmpty() noexcept {
+  if (!root->children.empty() || !pending.empty()) return;
+  for (auto& layout : layouts) layout.reset();
 }
 
 bool PromptState::LiveConsistent() const {
@@ -128,9 +161,18 @@ TriePath Walk(const PromptNode& root, std::span<const int> tokens) {
 PromptNode& SplitNode(PromptState& s, PromptNode& node, int at,
                       std::unique_ptr<LayerSnapshot> window_at) {
   Expects(node.start < at && at < node.end);
+  // Split a copy sharing the blocks, and allocate everything, before changing
+  // node: it is intact if anything here throws.
+  auto [first_half, second_half] = s.caches.Split(ShareCopy(node.snapshot.get()), at);
   auto second = std::make_unique<PromptNode>();
   const auto cut = static_cast<std::ptrdiff_t>(at - node.start);
   second->tokens.assign(node.tokens.begin() + cut, node.tokens.end());
+  std::vector<std::unique_ptr<PromptNode>> only_child;
+  only_child.reserve(1);
+  // The halves share the node's blocks: held entries exist, nothing allocates.
+  s.held.Add(first_half.get());
+  s.held.Add(second_half.get());
+  s.held.Remove(node.snapshot.get());
   second->start = at;
   second->end = node.end;
   second->last_used = node.last_used;
@@ -139,13 +181,12 @@ PromptNode& SplitNode(PromptState& s, PromptNode& node, int at,
   second->children = std::move(node.children);
   for (auto& grandchild : second->children) grandchild->parent = second.get();
   // KV spans divide exactly (sizes add up); windows at `end` go to the second half.
-  auto [first_half, second_half] = s.caches.Split(std::move(node.snapshot), at);
   second->snapshot = std::move(second_half);
   node.snapshot = std::move(first_half);
   node.tokens.resize(static_cast<std::size_t>(cut));
   node.end = at;
-  node.children.clear();
-  node.children.push_back(std::move(second));
+  only_child.push_back(std::move(second));
+  node.children = std::move(only_child);
   ++s.stats.splits;
   FillWindows(s, node, std::move(window_at));
   return node;
@@ -153,14 +194,22 @@ PromptNode& SplitNode(PromptState& s, PromptNode& node, int at,
 
 void FillWindows(PromptState& s, PromptNode& node, std::unique_ptr<LayerSnapshot> windows) {
   if (windows == nullptr) return;
-  s.bytes -= windows->Size();  // was counted as pending; re-added below for what is kept
   for (std::size_t i = 0; i < s.Layers(); ++i) {
     if (s.windows[i] == 0 || node.Layer(i) != nullptr || windows->Layer(i) == nullptr) continue;
     if (windows->Layer(i)->ToOffset() != node.end) continue;
     if (node.snapshot == nullptr) node.snapshot = EmptySnapshot(s.Layers());
-    std::unique_ptr<Snapshot> w = windows->Release(i);
-    s.bytes += w->Size();
-    node.snapshot->Reset(i, std::move(w));
+    node.snapshot->Reset(i, windows->Release(i));
+  }
+  s.held.Remove(windows.get());  // what was not kept
+}
+
+void CompactSmall(const PromptState& s, LayerSnapshot* snapshot) {
+  if (snapshot == nullptr) return;
+  for (std::size_t i = 0; i < s.Layers(); ++i) {
+    if (snapshot->Layer(i) == nullptr) continue;
+    if (auto compact = Compact(*snapshot->Layer(i), s.block_tokens[i], s.windows[i])) {
+      snapshot->Reset(i, std::move(compact));
+    }
   }
 }
 
@@ -170,15 +219,16 @@ std::vector<const PromptNode*> ActivePath(const PromptState& s) {
 }
 
 void EnforceBudget(PromptState& s) {
-  while (s.bytes > s.options.byte_budget) {
-    const std::vector<const PromptNode*> active = ActivePath(s);
-    std::vector<std::pair<PromptNode*, int>> nodes;
-    Collect(*s.root, 0, nodes);
+  std::set<const PromptNode*> unmergeable;
+  while (s.Bytes() > s.options.byte_budget) {
+    const std::vector<const PromptNode*> path = ActivePath(s);
+    const std::unordered_set<const PromptNode*> active(path.begin(), path.end());
+    const std::vector<std::pair<PromptNode*, int>> nodes = WithDepths(*s.root);
     PromptNode* victim = nullptr;
     int victim_depth = 0;
     for (auto& [node, depth] : nodes) {
-      if (node->pinned || node->children.size() > 1) continue;
-      if (std::find(active.begin(), active.end(), node) != active.end()) continue;
+      if (node->pinned || node->children.size() > 1 || unmergeable.contains(node)) continue;
+      if (active.contains(node)) continue;
       // Least recently used first; among equals the deepest (leaves before their parents).
       if (victim == nullptr || node->last_used < victim->last_used ||
           (node->last_used == victim->last_used && depth > victim_depth)) {
@@ -190,14 +240,20 @@ void EnforceBudget(PromptState& s) {
       if (victim->children.empty()) {
         RemoveLeaf(s, *victim);
       } else {
-        MergeIntoChild(s, *victim);
+        try {
+          MergeIntoChild(s, *victim);
+        } catch (const Error&) {
+          // Unreachable while every snapshot has one layout (Commit and Load check
+          // it); a merge that fails changed nothing, so the node just stays.
+          unmergeable.insert(victim);
+        }
       }
       continue;
     }
     if (DropLastPending(s)) continue;
     // The live caches still hold the active path; its unpinned tail can go.
-    if (!active.empty()) {
-      auto* tail = const_cast<PromptNode*>(active.back());
+    if (!path.empty()) {
+      auto* tail = const_cast<PromptNode*>(path.back());
       if (!tail->pinned && tail->children.empty()) {
         RemoveLeaf(s, *tail);
         continue;
@@ -205,18 +261,17 @@ void EnforceBudget(PromptState& s) {
     }
     if (!DropPinnedWindows(s)) break;
   }
-  s.stats.bytes = s.bytes;
-  s.stats.nodes = CountNodes(*s.root) - 1;
+  s.stats.bytes = s.Bytes();
+  s.stats.nodes = Preorder(*s.root).size();
+  s.ForgetLayoutsIfEmpty();
 }
 
 std::size_t WalkBytes(const PromptState& s) {
-  std::vector<std::pair<PromptNode*, int>> nodes;
-  Collect(*s.root, 0, nodes);
-  std::size_t total = 0;
-  for (const auto& [node, depth] : nodes) total += node->Bytes();
-  for (const auto& [offset, snapshot] : s.pending)
-    total += snapshot == nullptr ? 0 : snapshot->Size();
-  return total;
+  std::vector<std::pair<PromptNode*, int>> nodes = WithDepths(*s.root);
+  HeldBlocks held;
+  for (const auto& [node, depth] : nodes) held.Add(node->snapshot.get());
+  for (const auto& [offset, snapshot] : s.pending) held.Add(snapshot.get());
+  return held.Bytes();
 }
 
 int MissingWindows(const PromptState& s, const PromptNode& node) {
@@ -227,10 +282,49 @@ int MissingWindows(const PromptState& s, const PromptNode& node) {
   return missing;
 }
 
-std::size_t CountNodes(const PromptNode& node) {
-  std::size_t n = 1;
-  for (const auto& child : node.children) n += CountNodes(*child);
-  return n;
+std::vector<PromptNode*> Preorder(const PromptNode& root) {
+  std::vector<PromptNode*> out;
+  std::vector<PromptNode*> stack;
+  for (auto it = root.children.rbegin(); it != root.children.rend(); ++it) {
+    stack.push_back(it->get());
+  }
+  while (!stack.empty()) {
+    PromptNode* node = stack.back();
+    stack.pop_back();
+    out.push_back(node);
+    for (auto it = node->children.rbegin(); it != node->children.rend(); ++it) {
+      stack.push_back(it->get());
+    }
+  }
+  return out;
+}
+
+std::vector<std::pair<PromptNode*, int>> WithDepths(const PromptNode& root) {
+  std::vector<std::pair<PromptNode*, int>> out;
+  std::vector<std::pair<PromptNode*, int>> stack;
+  for (auto it = root.children.rbegin(); it != root.children.rend(); ++it) {
+    stack.emplace_back(it->get(), 1);
+  }
+  while (!stack.empty()) {
+    const auto [node, depth] = stack.back();
+    stack.pop_back();
+    out.emplace_back(node, depth);
+    for (auto it = node->children.rbegin(); it != node->children.rend(); ++it) {
+      stack.emplace_back(it->get(), depth + 1);
+    }
+  }
+  return out;
+}
+
+PromptNode::~PromptNode() {
+  std::vector<std::unique_ptr<PromptNode>> doomed = std::move(children);
+  while (!doomed.empty()) {
+    std::unique_ptr<PromptNode> node = std::move(doomed.back());
+    doomed.pop_back();
+    if (node == nullptr) continue;  // moved out (a merge hands the child over)
+    for (auto& child : node->children) doomed.push_back(std::move(child));
+    node->children.clear();
+  }  // each node is destroyed childless
 }
 
 }  // namespace ringkv::detail
