@@ -113,14 +113,15 @@ TEST_P(PromptBudget, OneTokenCommitsStayWithinTheBudget) {
         << live << ", nodes " << pc.Stats().nodes;
     EXPECT_GE(pc.Stats().nodes, GetParam().min_nodes);
     RecordProperty("resident_growth_bytes", std::to_string(growth));
-    // A ring restored from a kept window gets blocks of its window's size (it
-    // adopts the snapshot's store), not of the few slots the window held.
+    // A ring restored from a kept (right-sized) window keeps the block size it
+    // was built with: the restore copies into it rather than adopting blocks of
+    // the few slots the window held, so the ring never grows in tiny blocks.
     std::vector<int> again(tokens.begin(), tokens.begin() + 20);
     again.push_back(99);
     ASSERT_GT(pc.Lookup(again).reused, 0);
     for (std::size_t l = 0; l < caches.Size(); ++l) {
       if (auto* ring = dynamic_cast<RotatingKVCache*>(&caches[l])) {
-        EXPECT_EQ(ring->BlockTokens(), ring->MaxSize());
+        EXPECT_EQ(ring->BlockTokens(), KVCache::kDefaultBlockTokens);
       }
     }
     RecordProperty("nodes", std::to_string(pc.Stats().nodes));

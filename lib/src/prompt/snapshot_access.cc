@@ -62,7 +62,7 @@ std::unique_ptr<Snapshot> ShareCopy(const Snapshot* snapshot) {
   }
   if (const auto* ring = dynamic_cast<const RotatingSnapshot*>(snapshot)) {
     return std::make_unique<RotatingSnapshot>(ring->Data(), ring->FromOffset(), ring->ToOffset(),
-                                              ring->RingIndex());
+                                              ring->RingIndex(), ring->Window());
   }
   // The trie only ever holds the two kinds above (made by its caches or imported).
   Expects(false);

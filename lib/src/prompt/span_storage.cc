@@ -47,7 +47,7 @@ std::unique_ptr<Snapshot> Compact(const Snapshot& snapshot, std::int64_t block_t
   out.SetLayout(store.Layout());
   out.AppendCopyOf(store, 0, store.Length());
   return std::make_unique<RotatingSnapshot>(std::move(out), ring->FromOffset(), ring->ToOffset(),
-                                            ring->RingIndex());
+                                            ring->RingIndex(), ring->Window());
 }
 
 std::size_t CompactBytes(std::int64_t slots, std::int64_t phase, std::int64_t block_tokens,
