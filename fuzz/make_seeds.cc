@@ -25,15 +25,6 @@ void Serve(ringkv::PromptCache& cache, ringkv::LayerCaches& caches,
   cache.Commit(tokens);
 }
 
-std::vector<std::byte> ReadBytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  const std::vector<char> chars((std::istreambuf_iterator<char>(in)),
-                                std::istreambuf_iterator<char>());
-  std::vector<std::byte> out(chars.size());
-  std::memcpy(out.data(), chars.data(), chars.size());
-  return out;
-}
-
 void WriteBytes(const std::string& path, const std::vector<std::byte>& bytes) {
   std::ofstream out(path, std::ios::binary);
   out.write(reinterpret_cast<const char*>(bytes.data()),

@@ -64,6 +64,22 @@ void* operator new[](std::size_t n, const std::nothrow_t&) noexcept {
     return nullptr;
   }
 }
+// The library's Storage uses the nothrow aligned form: without these, its blocks
+// would come from the runtime's allocator and be freed here.
+void* operator new(std::size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
+  try {
+    return Aligned(n, a);
+  } catch (...) {
+    return nullptr;
+  }
+}
+void* operator new[](std::size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
+  try {
+    return Aligned(n, a);
+  } catch (...) {
+    return nullptr;
+  }
+}
 void operator delete(void* p) noexcept { Untrack(p); }
 void operator delete[](void* p) noexcept { Untrack(p); }
 void operator delete(void* p, std::size_t) noexcept { Untrack(p); }
@@ -74,3 +90,5 @@ void operator delete(void* p, std::size_t, std::align_val_t) noexcept { Untrack(
 void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { Untrack(p); }
 void operator delete(void* p, const std::nothrow_t&) noexcept { Untrack(p); }
 void operator delete[](void* p, const std::nothrow_t&) noexcept { Untrack(p); }
+void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept { Untrack(p); }
+void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcept { Untrack(p); }

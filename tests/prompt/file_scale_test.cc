@@ -20,15 +20,6 @@ using nlohmann::json;
 
 constexpr std::size_t kLots = std::size_t{1} << 30;
 
-std::vector<std::byte> ReadBytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  const std::vector<char> chars((std::istreambuf_iterator<char>(in)),
-                                std::istreambuf_iterator<char>());
-  std::vector<std::byte> out(chars.size());
-  std::memcpy(out.data(), chars.data(), chars.size());
-  return out;
-}
-
 // 100,000 root nodes took 127 s to load: each node was compared with all its
 // siblings. Linear loading takes well under a second here; a quadratic loader
 // would need minutes (and ctest's timeout stops it).

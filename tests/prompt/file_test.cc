@@ -10,6 +10,7 @@
 #include <iterator>
 #include <string>
 
+#include "file_craft.h"
 #include "prompt_test_util.h"
 #include "ringkv/error.h"
 #include "scratch_dir.h"
@@ -20,15 +21,6 @@ namespace {
 constexpr std::size_t kLots = std::size_t{1} << 30;
 
 LayerCaches Mixed() { return LayerCaches::Interleaved(3, 2, 4, 4); }
-
-std::vector<std::byte> ReadBytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  const std::vector<char> chars((std::istreambuf_iterator<char>(in)),
-                                std::istreambuf_iterator<char>());
-  std::vector<std::byte> out(chars.size());
-  std::memcpy(out.data(), chars.data(), chars.size());
-  return out;
-}
 
 std::uint64_t HeaderLength(const std::vector<std::byte>& file) {
   std::uint64_t n = 0;

@@ -30,15 +30,6 @@ constexpr std::size_t kLots = std::size_t{1} << 30;
 
 LayerCaches Mixed() { return LayerCaches::Interleaved(3, 2, 4, 4); }
 
-std::vector<std::byte> ReadBytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  const std::vector<char> chars((std::istreambuf_iterator<char>(in)),
-                                std::istreambuf_iterator<char>());
-  std::vector<std::byte> out(chars.size());
-  std::memcpy(out.data(), chars.data(), chars.size());
-  return out;
-}
-
 class Hostile : public ::testing::Test {
  protected:
   void SetUp() override {
