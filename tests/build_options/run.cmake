@@ -1,0 +1,71 @@
+# Configures ringkv with every combination of RINGKV_BUILD_TESTS,
+# RINGKV_BUILD_BENCHMARKS and RINGKV_BUILD_TOOLS, each with the packages that
+# only the parts switched off need hidden from find_package, and builds each
+# (default target). SETTINGS holds the compiler and flags of the tree that runs
+# the test.
+cmake_minimum_required(VERSION 3.25)
+include(${CMAKE_CURRENT_LIST_DIR}/../sub_build.cmake)
+include(${SETTINGS})
+ringkv_scratch_dir(WORK_DIR ${WORK_DIR})
+
+# The eight trees compile the same sources with the same flags: a compiler cache
+# turns all but the first compile of each source into a copy, so building all
+# eight costs about one full build.
+set(_launcher "")
+if(NOT RINGKV_SUB_BUILD_ARGS MATCHES "CMAKE_CXX_COMPILER_LAUNCHER")
+  find_program(_ccache ccache)
+  if(_ccache)
+    set(_launcher -DCMAKE_CXX_COMPILER_LAUNCHER=${_ccache})
+  endif()
+endif()
+ringkv_share_compiler_cache(${SOURCE_DIR})
+if(RINGKV_SUB_BUILD_ARGS MATCHES "CMAKE_CXX_COMPILER_LAUNCHER" OR _launcher)
+  set(build_all TRUE)
+else()
+  # Without a compiler cache, build the three trees that each add one part to the
+  # libraries: together they compile every target once, and no target's
+  # definition depends on another option except the demo tests (tests and tools
+  # both on, the default build). The other five are only configured, where
+  # CMAKE_LINK_LIBRARIES_ONLY_TARGETS catches a missing library.
+  set(build_all FALSE)
+  message(STATUS "no compiler cache: building the single-part trees only")
+endif()
+set(single_part_trees tests-ON_benchmarks-OFF_tools-OFF tests-OFF_benchmarks-ON_tools-OFF
+                      tests-OFF_benchmarks-OFF_tools-ON)
+
+foreach(tests IN ITEMS OFF ON)
+  foreach(benchmarks IN ITEMS OFF ON)
+    foreach(tools IN ITEMS OFF ON)
+      set(combo tests-${tests}_benchmarks-${benchmarks}_tools-${tools})
+      set(hidden "")
+      if(NOT tests)
+        list(APPEND hidden -DCMAKE_DISABLE_FIND_PACKAGE_GTest=ON)
+      endif()
+      if(NOT benchmarks)
+        list(APPEND hidden -DCMAKE_DISABLE_FIND_PACKAGE_benchmark=ON)
+      endif()
+      if(NOT tools)
+        list(APPEND hidden -DCMAKE_DISABLE_FIND_PACKAGE_CLI11=ON)
+      endif()
+      string(TIMESTAMP start "%s")
+      ringkv_step("configure of ${combo}" ${CMAKE_COMMAND} --no-warn-unused-cli
+                  ${RINGKV_SUB_BUILD_ARGS} ${_launcher}
+                  -S ${SOURCE_DIR} -B ${WORK_DIR}/${combo} -DRINGKV_BUILD_TESTS=${tests}
+                  -DRINGKV_BUILD_BENCHMARKS=${benchmarks} -DRINGKV_BUILD_TOOLS=${tools}
+                  ${hidden})
+      if(build_all OR combo IN_LIST single_part_trees)
+        ringkv_step("build of ${combo}" ${CMAKE_COMMAND} --build ${WORK_DIR}/${combo}
+                    --parallel ${RINGKV_SUB_BUILD_JOBS})
+        set(what "configured and built")
+      else()
+        set(what "configured")
+      endif()
+      string(TIMESTAMP end "%s")
+      math(EXPR seconds "${end} - ${start}")
+      message(STATUS "${combo}: ${what} in ${seconds} s")
+      # Frees the disk before the next tree.
+      file(REMOVE_RECURSE ${WORK_DIR}/${combo})
+    endforeach()
+  endforeach()
+endforeach()
+file(REMOVE_RECURSE ${WORK_DIR})
