@@ -36,11 +36,22 @@ function(ringkv_check_consumer program)
   endif()
 endfunction()
 
-# ringkv_share_compiler_cache(<source dir>): lets ccache reuse the objects of an
-# earlier run, whose trees were in another scratch directory: paths are hashed
-# relative to the source tree, and the working directory not at all (the debug
-# information of these throw-away builds may name the wrong one).
-function(ringkv_share_compiler_cache source_dir)
+# ringkv_compiler_cache(<var> <source dir>): sets <var> to the configure
+# argument that builds through a compiler cache (the launcher of the tree that
+# runs the test, else ccache when installed; empty when neither), and lets ccache
+# reuse the objects of earlier runs, whose trees were in other scratch
+# directories: paths are hashed relative to the source tree, and the working
+# directory not at all (the debug information of these throw-away builds may
+# name the wrong one).
+function(ringkv_compiler_cache var source_dir)
+  set(arg "")
+  if(NOT RINGKV_SUB_BUILD_ARGS MATCHES "CMAKE_CXX_COMPILER_LAUNCHER")
+    find_program(ccache ccache)
+    if(ccache)
+      set(arg -DCMAKE_CXX_COMPILER_LAUNCHER=${ccache})
+    endif()
+  endif()
   set(ENV{CCACHE_BASEDIR} ${source_dir})
   set(ENV{CCACHE_NOHASHDIR} 1)
+  set(${var} ${arg} PARENT_SCOPE)
 endfunction()

@@ -11,27 +11,22 @@ ringkv_scratch_dir(WORK_DIR ${WORK_DIR})
 # The eight trees compile the same sources with the same flags: a compiler cache
 # turns all but the first compile of each source into a copy, so building all
 # eight costs about one full build.
-set(_launcher "")
-if(NOT RINGKV_SUB_BUILD_ARGS MATCHES "CMAKE_CXX_COMPILER_LAUNCHER")
-  find_program(_ccache ccache)
-  if(_ccache)
-    set(_launcher -DCMAKE_CXX_COMPILER_LAUNCHER=${_ccache})
-  endif()
-endif()
-ringkv_share_compiler_cache(${SOURCE_DIR})
-if(RINGKV_SUB_BUILD_ARGS MATCHES "CMAKE_CXX_COMPILER_LAUNCHER" OR _launcher)
+ringkv_compiler_cache(launcher ${SOURCE_DIR})
+if(launcher OR RINGKV_SUB_BUILD_ARGS MATCHES "CMAKE_CXX_COMPILER_LAUNCHER")
   set(build_all TRUE)
 else()
-  # Without a compiler cache, build the three trees that each add one part to the
-  # libraries: together they compile every target once, and no target's
-  # definition depends on another option except the demo tests (tests and tools
-  # both on, the default build). The other five are only configured, where
-  # CMAKE_LINK_LIBRARIES_ONLY_TARGETS catches a missing library.
+  # Without a compiler cache, build the three trees that each add one part to
+  # the libraries: together they compile every target once, except the demo's
+  # tests (tests and tools both on), which the tree that runs this test builds
+  # by default. No other target's definition depends on more than its own
+  # option. The other five trees are only configured, where
+  # CMAKE_LINK_LIBRARIES_ONLY_TARGETS catches a library that a part links but
+  # the combination does not define.
   set(build_all FALSE)
-  message(STATUS "no compiler cache: building the single-part trees only")
+  message(STATUS "no compiler cache: building three of the eight trees")
 endif()
-set(single_part_trees tests-ON_benchmarks-OFF_tools-OFF tests-OFF_benchmarks-ON_tools-OFF
-                      tests-OFF_benchmarks-OFF_tools-ON)
+set(fallback_trees tests-ON_benchmarks-OFF_tools-OFF tests-OFF_benchmarks-ON_tools-OFF
+                   tests-OFF_benchmarks-OFF_tools-ON)
 
 foreach(tests IN ITEMS OFF ON)
   foreach(benchmarks IN ITEMS OFF ON)
@@ -49,11 +44,11 @@ foreach(tests IN ITEMS OFF ON)
       endif()
       string(TIMESTAMP start "%s")
       ringkv_step("configure of ${combo}" ${CMAKE_COMMAND} --no-warn-unused-cli
-                  ${RINGKV_SUB_BUILD_ARGS} ${_launcher}
+                  ${RINGKV_SUB_BUILD_ARGS} ${launcher}
                   -S ${SOURCE_DIR} -B ${WORK_DIR}/${combo} -DRINGKV_BUILD_TESTS=${tests}
                   -DRINGKV_BUILD_BENCHMARKS=${benchmarks} -DRINGKV_BUILD_TOOLS=${tools}
                   ${hidden})
-      if(build_all OR combo IN_LIST single_part_trees)
+      if(build_all OR combo IN_LIST fallback_trees)
         ringkv_step("build of ${combo}" ${CMAKE_COMMAND} --build ${WORK_DIR}/${combo}
                     --parallel ${RINGKV_SUB_BUILD_JOBS})
         set(what "configured and built")

@@ -2,15 +2,14 @@
 # ringkv with add_subdirectory, where GoogleTest, Google Benchmark and CLI11 (the
 # demo's command line) cannot be found: any find_package of them fails the
 # configure. Then installs it: ringkv must install nothing into a parent's tree.
-# SETTINGS holds the compiler and flags of the tree that runs the test, so that
-# a compiler cache can reuse its objects.
+# SETTINGS holds the compiler and flags of the tree that runs the test.
 cmake_minimum_required(VERSION 3.25)
 include(${CMAKE_CURRENT_LIST_DIR}/../sub_build.cmake)
 include(${SETTINGS})
-ringkv_share_compiler_cache(${SOURCE_DIR})
+ringkv_compiler_cache(launcher ${SOURCE_DIR})
 ringkv_scratch_dir(WORK_DIR ${WORK_DIR})
 ringkv_step("configure of the consumer" ${CMAKE_COMMAND} --no-warn-unused-cli
-            ${RINGKV_SUB_BUILD_ARGS}
+            ${RINGKV_SUB_BUILD_ARGS} ${launcher}
             -S ${SOURCE_DIR}/tests/subdirectory_consumer -B ${WORK_DIR}/build
             -DRINGKV_SOURCE_DIR=${SOURCE_DIR}
             -DCMAKE_DISABLE_FIND_PACKAGE_GTest=ON
