@@ -26,7 +26,8 @@ endforeach()
 
 # Hiding GSL makes any find_package(Microsoft.GSL) of the package fail the configure.
 ringkv_step("configure of the consumer" ${CMAKE_COMMAND} --no-warn-unused-cli
-            -S ${SOURCE_DIR}/tests/install_consumer -B ${WORK_DIR}/build -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix
+            -S ${SOURCE_DIR}/tests/install_consumer -B ${WORK_DIR}/build
+            -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix
             -DCMAKE_BUILD_TYPE=${CMAKE_BUILD_TYPE}
             -DCMAKE_DISABLE_FIND_PACKAGE_Microsoft.GSL=ON)
 ringkv_step("build of the consumer" ${CMAKE_COMMAND} --build ${WORK_DIR}/build)
