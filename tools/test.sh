@@ -31,6 +31,11 @@ esac
 
 tools/install_deps.sh
 build="build/$mode"
+# ccache lets the build_options and subdirectory_consumer tests reuse this build's
+# objects instead of compiling the library again for each tree.
+if [ -z "${CMAKE_CXX_COMPILER_LAUNCHER:-}" ] && command -v ccache >/dev/null; then
+  export CMAKE_CXX_COMPILER_LAUNCHER=ccache
+fi
 cmake -S . -B "$build" -G Ninja -DRINGKV_WERROR=ON "${cmake_args[@]}"
 cmake --build "$build" --parallel "$(nproc)"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1

@@ -1,0 +1,66 @@
+# Configures ringkv with every combination of RINGKV_BUILD_TESTS,
+# RINGKV_BUILD_BENCHMARKS and RINGKV_BUILD_TOOLS, each with the packages that
+# only the parts switched off need hidden from find_package, and builds each
+# (default target). SETTINGS holds the compiler and flags of the tree that runs
+# the test.
+cmake_minimum_required(VERSION 3.25)
+include(${CMAKE_CURRENT_LIST_DIR}/../sub_build.cmake)
+include(${SETTINGS})
+ringkv_scratch_dir(WORK_DIR ${WORK_DIR})
+
+# The eight trees compile the same sources with the same flags: a compiler cache
+# turns all but the first compile of each source into a copy, so building all
+# eight costs about one full build.
+ringkv_compiler_cache(launcher ${SOURCE_DIR})
+if(launcher OR RINGKV_SUB_BUILD_ARGS MATCHES "CMAKE_CXX_COMPILER_LAUNCHER")
+  set(build_all TRUE)
+else()
+  # Without a compiler cache, build the three trees that each add one part to
+  # the libraries: together they compile every target once, except the demo's
+  # tests (tests and tools both on), which the tree that runs this test builds
+  # by default. No other target's definition depends on more than its own
+  # option. The other five trees are only configured, where
+  # CMAKE_LINK_LIBRARIES_ONLY_TARGETS catches a library that a part links but
+  # the combination does not define.
+  set(build_all FALSE)
+  message(STATUS "no compiler cache: building three of the eight trees")
+endif()
+set(fallback_trees tests-ON_benchmarks-OFF_tools-OFF tests-OFF_benchmarks-ON_tools-OFF
+                   tests-OFF_benchmarks-OFF_tools-ON)
+
+foreach(tests IN ITEMS OFF ON)
+  foreach(benchmarks IN ITEMS OFF ON)
+    foreach(tools IN ITEMS OFF ON)
+      set(combo tests-${tests}_benchmarks-${benchmarks}_tools-${tools})
+      set(hidden "")
+      if(NOT tests)
+        list(APPEND hidden -DCMAKE_DISABLE_FIND_PACKAGE_GTest=ON)
+      endif()
+      if(NOT benchmarks)
+        list(APPEND hidden -DCMAKE_DISABLE_FIND_PACKAGE_benchmark=ON)
+      endif()
+      if(NOT tools)
+        list(APPEND hidden -DCMAKE_DISABLE_FIND_PACKAGE_CLI11=ON)
+      endif()
+      string(TIMESTAMP start "%s")
+      ringkv_step("configure of ${combo}" ${CMAKE_COMMAND} --no-warn-unused-cli
+                  ${RINGKV_SUB_BUILD_ARGS} ${launcher}
+                  -S ${SOURCE_DIR} -B ${WORK_DIR}/${combo} -DRINGKV_BUILD_TESTS=${tests}
+                  -DRINGKV_BUILD_BENCHMARKS=${benchmarks} -DRINGKV_BUILD_TOOLS=${tools}
+                  ${hidden})
+      if(build_all OR combo IN_LIST fallback_trees)
+        ringkv_step("build of ${combo}" ${CMAKE_COMMAND} --build ${WORK_DIR}/${combo}
+                    --parallel ${RINGKV_SUB_BUILD_JOBS})
+        set(what "configured and built")
+      else()
+        set(what "configured")
+      endif()
+      string(TIMESTAMP end "%s")
+      math(EXPR seconds "${end} - ${start}")
+      message(STATUS "${combo}: ${what} in ${seconds} s")
+      # Frees the disk before the next tree.
+      file(REMOVE_RECURSE ${WORK_DIR}/${combo})
+    endforeach()
+  endforeach()
+endforeach()
+file(REMOVE_RECURSE ${WORK_DIR})

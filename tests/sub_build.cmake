@@ -1,0 +1,57 @@
+# Helpers for the tests that configure and build other CMake projects from a
+# `cmake -P` script (install_consumer, subdirectory_consumer, build_options).
+
+# ringkv_scratch_dir(<var> <parent>): a new directory under <parent> (mktemp -d),
+# so two runs at once never share or delete each other's files.
+function(ringkv_scratch_dir var parent)
+  file(MAKE_DIRECTORY ${parent})
+  execute_process(COMMAND mktemp -d ${parent}/run.XXXXXX
+                  OUTPUT_VARIABLE dir OUTPUT_STRIP_TRAILING_WHITESPACE RESULT_VARIABLE rc)
+  if(rc)
+    message(FATAL_ERROR "mktemp -d under ${parent} failed: ${rc}")
+  endif()
+  message(STATUS "scratch directory: ${dir}")
+  set(${var} ${dir} PARENT_SCOPE)
+endfunction()
+
+# ringkv_step(<what> <command...>): runs the command and stops the test, naming
+# the step, when it fails.
+function(ringkv_step what)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc)
+  if(rc)
+    message(FATAL_ERROR "${what} failed: ${rc}")
+  endif()
+endfunction()
+
+# ringkv_check_consumer(<program>): runs a consumer built from
+# tests/install_consumer/main.cc and checks that it reports success.
+function(ringkv_check_consumer program)
+  execute_process(COMMAND ${program} RESULT_VARIABLE rc OUTPUT_VARIABLE out)
+  message(STATUS "consumer printed: ${out}")
+  if(rc)
+    message(FATAL_ERROR "consumer exited with ${rc}")
+  endif()
+  if(NOT out MATCHES "ringkv consumer ok")
+    message(FATAL_ERROR "consumer output unexpected")
+  endif()
+endfunction()
+
+# ringkv_compiler_cache(<var> <source dir>): sets <var> to the configure
+# argument that builds through a compiler cache (the launcher of the tree that
+# runs the test, else ccache when installed; empty when neither), and lets ccache
+# reuse the objects of earlier runs, whose trees were in other scratch
+# directories: paths are hashed relative to the source tree, and the working
+# directory not at all (the debug information of these throw-away builds may
+# name the wrong one).
+function(ringkv_compiler_cache var source_dir)
+  set(arg "")
+  if(NOT RINGKV_SUB_BUILD_ARGS MATCHES "CMAKE_CXX_COMPILER_LAUNCHER")
+    find_program(ccache ccache)
+    if(ccache)
+      set(arg -DCMAKE_CXX_COMPILER_LAUNCHER=${ccache})
+    endif()
+  endif()
+  set(ENV{CCACHE_BASEDIR} ${source_dir})
+  set(ENV{CCACHE_NOHASHDIR} 1)
+  set(${var} ${arg} PARENT_SCOPE)
+endfunction()

@@ -1,0 +1,28 @@
+# Configures, builds and runs tests/subdirectory_consumer, a project that adds
+# ringkv with add_subdirectory, where GoogleTest, Google Benchmark and CLI11 (the
+# demo's command line) cannot be found: any find_package of them fails the
+# configure. Then installs it: ringkv must install nothing into a parent's tree.
+# SETTINGS holds the compiler and flags of the tree that runs the test.
+cmake_minimum_required(VERSION 3.25)
+include(${CMAKE_CURRENT_LIST_DIR}/../sub_build.cmake)
+include(${SETTINGS})
+ringkv_compiler_cache(launcher ${SOURCE_DIR})
+ringkv_scratch_dir(WORK_DIR ${WORK_DIR})
+ringkv_step("configure of the consumer" ${CMAKE_COMMAND} --no-warn-unused-cli
+            ${RINGKV_SUB_BUILD_ARGS} ${launcher}
+            -S ${SOURCE_DIR}/tests/subdirectory_consumer -B ${WORK_DIR}/build
+            -DRINGKV_SOURCE_DIR=${SOURCE_DIR}
+            -DCMAKE_DISABLE_FIND_PACKAGE_GTest=ON
+            -DCMAKE_DISABLE_FIND_PACKAGE_benchmark=ON
+            -DCMAKE_DISABLE_FIND_PACKAGE_CLI11=ON)
+ringkv_step("build of the consumer" ${CMAKE_COMMAND} --build ${WORK_DIR}/build
+            --parallel ${RINGKV_SUB_BUILD_JOBS})
+ringkv_check_consumer(${WORK_DIR}/build/consumer)
+
+ringkv_step("install of the consumer" ${CMAKE_COMMAND} --install ${WORK_DIR}/build
+            --prefix ${WORK_DIR}/prefix)
+file(GLOB_RECURSE installed RELATIVE ${WORK_DIR}/prefix ${WORK_DIR}/prefix/*)
+if(installed)
+  message(FATAL_ERROR "the embedded ringkv installed files: ${installed}")
+endif()
+file(REMOVE_RECURSE ${WORK_DIR})
