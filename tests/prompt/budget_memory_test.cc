@@ -16,11 +16,11 @@
 #include "alloc_tracker.h"
 #include "prompt_test_util.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define RINGKV_TEST_ASAN 1
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define RINGKV_TEST_SANITIZER_RSS 1
 #elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define RINGKV_TEST_ASAN 1
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define RINGKV_TEST_SANITIZER_RSS 1
 #endif
 #endif
 
@@ -28,10 +28,11 @@ namespace ringkv::test {
 namespace {
 
 // Resident memory of the process. Under AddressSanitizer freed memory sits in a
-// quarantine (up to 256 MB) and stays resident, so there the bytes live through
-// operator new (alloc_tracker.h; K/V blocks are allocated so) stand in for it.
+// quarantine (up to 256 MB) and stays resident, and ThreadSanitizer's shadow grows
+// with every page touched, so under either the bytes live through operator new
+// (alloc_tracker.h; K/V blocks are allocated so) stand in for it.
 std::size_t ResidentBytes() {
-#ifdef RINGKV_TEST_ASAN
+#ifdef RINGKV_TEST_SANITIZER_RSS
   return LiveAllocatedBytes();
 #else
   std::ifstream statm("/proc/self/statm");
