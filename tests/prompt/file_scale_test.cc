@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <string>
 
@@ -20,27 +21,20 @@ using nlohmann::json;
 
 constexpr std::size_t kLots = std::size_t{1} << 30;
 
-// 100,000 root nodes took 127 s to load: each node was compared with all its
-// siblings. Linear loading takes well under a second here; a quadratic loader
-// would need minutes (and ctest's timeout stops it).
-TEST(PromptFileScale, HundredThousandRootNodesLoad) {
-  ScratchDir dir;
-  LayerCaches caches = LayerCaches::Interleaved(1, 1, 4, 4);  // one global layer
-  PromptCache source(caches, Options(kLots));
-  Serve(source, caches, {0});
-  source.Save(dir.File("one.safetensors"));
-  CraftedFile f = CraftedFile::Parse(ReadBytes(dir.File("one.safetensors")));
-  ASSERT_EQ(f.nodes.size(), 1u);
+// Turns a file of one one-token node into one of `count` such nodes, each with
+// its own K/V tensors (copies of the original's bytes); `shape(node, i)` sets
+// node i's place in the trie (parent, span, tokens).
+std::vector<std::byte> ManyNodes(CraftedFile f, int count,
+                                 const std::function<void(json& node, int i)>& shape) {
   const json node = f.nodes[0];
   const json keys = f.header["n0.l0.keys"], values = f.header["n0.l0.values"];
   const std::vector<std::byte> k_bytes(f.data.begin(), f.data.begin() + 8);
   const std::vector<std::byte> v_bytes(f.data.begin() + 8, f.data.begin() + 16);
-  constexpr int kNodes = 100000;
   json header = json::object();
   header["__metadata__"] = f.header["__metadata__"];
   f.nodes = json::array();
   f.data.clear();
-  for (int i = 0; i < kNodes; ++i) {
+  for (int i = 0; i < count; ++i) {
     const std::string k = "n" + std::to_string(i) + ".l0.keys";
     const std::string v = "n" + std::to_string(i) + ".l0.values";
     const std::uint64_t at = f.data.size();
@@ -52,7 +46,7 @@ TEST(PromptFileScale, HundredThousandRootNodesLoad) {
     f.data.insert(f.data.end(), k_bytes.begin(), k_bytes.end());
     f.data.insert(f.data.end(), v_bytes.begin(), v_bytes.end());
     json n = node;
-    n["tokens"] = {i};
+    shape(n, i);
     n["last_used"] = i;
     n["layers"][0]["keys"] = k;
     n["layers"][0]["values"] = v;
@@ -60,7 +54,23 @@ TEST(PromptFileScale, HundredThousandRootNodesLoad) {
   }
   f.header = std::move(header);
   f.RecomputeTensorChecksums();
-  const std::vector<std::byte> file = f.Bytes();
+  return f.Bytes();
+}
+
+// 100,000 root nodes took 127 s to load: each node was compared with all its
+// siblings. Linear loading takes well under a second here; a quadratic loader
+// would need minutes (and ctest's timeout stops it).
+TEST(PromptFileScale, HundredThousandRootNodesLoad) {
+  ScratchDir dir;
+  LayerCaches caches = LayerCaches::Interleaved(1, 1, 4, 4);  // one global layer
+  PromptCache source(caches, Options(kLots));
+  Serve(source, caches, {0});
+  source.Save(dir.File("one.safetensors"));
+  CraftedFile f = CraftedFile::Parse(ReadBytes(dir.File("one.safetensors")));
+  ASSERT_EQ(f.nodes.size(), 1u);
+  constexpr int kNodes = 100000;
+  const std::vector<std::byte> file =
+      ManyNodes(std::move(f), kNodes, [](json& n, int i) { n["tokens"] = {i}; });
   PromptCache loaded(caches, Options(kLots));
   ASSERT_NO_THROW(loaded.LoadFromMemory(file));
   EXPECT_EQ(loaded.Stats().nodes, static_cast<std::size_t>(kNodes));
@@ -80,43 +90,16 @@ TEST(PromptFileScale, DeepChainOfNodes) {
     Serve(source, caches, {0});
     source.Save(dir.File("one.safetensors"));
   }
-  CraftedFile f = CraftedFile::Parse(ReadBytes(dir.File("one.safetensors")));
-  const json node = f.nodes[0];
-  const json keys = f.header["n0.l0.keys"], values = f.header["n0.l0.values"];
-  const std::vector<std::byte> k_bytes(f.data.begin(), f.data.begin() + 8);
-  const std::vector<std::byte> v_bytes(f.data.begin() + 8, f.data.begin() + 16);
   constexpr int kDepth = 100000;
-  json header = json::object();
-  header["__metadata__"] = f.header["__metadata__"];
-  f.nodes = json::array();
-  f.data.clear();
-  for (int i = 0; i < kDepth; ++i) {
-    const std::string k = "n" + std::to_string(i) + ".l0.keys";
-    const std::string v = "n" + std::to_string(i) + ".l0.values";
-    const std::uint64_t at = f.data.size();
-    json ke = keys, ve = values;
-    ke["data_offsets"] = {at, at + 8};
-    ve["data_offsets"] = {at + 8, at + 16};
-    header[k] = ke;
-    header[v] = ve;
-    f.data.insert(f.data.end(), k_bytes.begin(), k_bytes.end());
-    f.data.insert(f.data.end(), v_bytes.begin(), v_bytes.end());
-    json n = node;
-    n["parent"] = i - 1;
-    n["start"] = i;
-    n["end"] = i + 1;
-    n["tokens"] = {i % 3};
-    n["last_used"] = i;
-    n["layers"][0]["from"] = i;
-    n["layers"][0]["to"] = i + 1;
-    n["layers"][0]["keys"] = k;
-    n["layers"][0]["values"] = v;
-    f.nodes.push_back(std::move(n));
-  }
-  f.header = std::move(header);
-  f.RecomputeTensorChecksums();
-  const std::vector<std::byte> file = f.Bytes();
-  f = CraftedFile();
+  const std::vector<std::byte> file = ManyNodes(
+      CraftedFile::Parse(ReadBytes(dir.File("one.safetensors"))), kDepth, [](json& n, int i) {
+        n["parent"] = i - 1;
+        n["start"] = i;
+        n["end"] = i + 1;
+        n["tokens"] = {i % 3};
+        n["layers"][0]["from"] = i;
+        n["layers"][0]["to"] = i + 1;
+      });
   {
     // A 48 MB header: the budget must be 16 times that.
     PromptCache loaded(caches, Options(std::size_t{2} << 30));
