@@ -39,6 +39,11 @@ bool FreesCells(std::int64_t q_lo, std::int64_t q_hi, std::int64_t k_lo, std::in
   return q_lo < q_hi && k_lo < k_hi && k_hi - 1 > q_lo;
 }
 
+std::int64_t CheckedWindow(const char* function, std::int64_t window) {
+  if (window < 1) throw Error(fmt::format("[{}] window {} must be >= 1", function, window));
+  return window;
+}
+
 }  // namespace
 
 AttentionMask AttentionMask::Causal() {
@@ -48,21 +53,15 @@ AttentionMask AttentionMask::Causal() {
 }
 
 AttentionMask AttentionMask::WindowOnly(std::int64_t window) {
-  if (window < 1) {
-    throw Error(fmt::format("[AttentionMask::WindowOnly] window {} must be >= 1", window));
-  }
   AttentionMask mask;
-  mask.window_ = window;
+  mask.window_ = CheckedWindow("AttentionMask::WindowOnly", window);
   return mask;
 }
 
 AttentionMask AttentionMask::SlidingWindow(std::int64_t window) {
-  if (window < 1) {
-    throw Error(fmt::format("[AttentionMask::SlidingWindow] window {} must be >= 1", window));
-  }
   AttentionMask mask;
   mask.causal_ = true;
-  mask.window_ = window;
+  mask.window_ = CheckedWindow("AttentionMask::SlidingWindow", window);
   return mask;
 }
 
