@@ -43,6 +43,7 @@ class Cache {
   bool CanRewind(int target) const;
   bool Rewind(int target);
   int Trim(int n);
+
   // Combines sequential snapshots [a, b) and [b, c) into [a, c). Ownership: on
   // success both inputs are consumed (left null); when it throws ringkv::Error
   // (snapshots of another kind, not adjacent, ...) both are left untouched, so a
