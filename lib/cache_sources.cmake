@@ -3,6 +3,7 @@ target_sources(ringkv_core PRIVATE
   src/cache/attention.cc
   src/cache/attention_mask.cc
   src/cache/block_store.cc
+  src/cache/cache.cc
   src/cache/context.cc
   src/cache/kv_cache.cc
   src/cache/kv_history.cc

@@ -29,6 +29,21 @@ class Cache {
   // Returns false when the target is unreachable (the reference's rules); throws
   // ringkv::Error for a negative target or a snapshot of another cache kind.
   virtual bool Restore(const ringkv::Snapshot* snapshot, int target) = 0;
+
+  // Rewinding live state by name (mlx-lm's trim, llama.cpp's seq_rm of a tail):
+  //   CanRewind(target): whether Rewind(target) would succeed; changes nothing.
+  //   Rewind(target):    Restore(nullptr, target): true, or false with nothing
+  //                      changed (target > Offset(), or a kind's own rule: a
+  //                      RotatingKVCache whose window has moved, a speculation
+  //                      wrapper).
+  //   Trim(n):           removes the last min(n, Offset()) tokens, i.e.
+  //                      Rewind(Offset() - min(n, Offset())); returns that count
+  //                      when the rewind succeeds, else 0 with nothing changed.
+  // A negative target or n throws ringkv::Error, changing nothing.
+  bool CanRewind(int target) const;
+  bool Rewind(int target);
+  int Trim(int n);
+
   // Combines sequential snapshots [a, b) and [b, c) into [a, c). Ownership: on
   // success both inputs are consumed (left null); when it throws ringkv::Error
   // (snapshots of another kind, not adjacent, ...) both are left untouched, so a
@@ -46,6 +61,10 @@ class Cache {
   Cache() = default;
   Cache(Cache&&) = default;
   Cache& operator=(Cache&&) = default;
+
+  // Whether a live rewind to target (>= 0) succeeds: the one decision behind
+  // both CanRewind and each kind's Restore(nullptr, target).
+  virtual bool Rewindable(int target) const noexcept = 0;
 };
 
 // A cache that backs an attention layer.

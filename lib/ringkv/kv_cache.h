@@ -56,6 +56,8 @@ class KVCache final : public AttentionCache {
   friend class detail::SpeculativeKvCache;
   friend class detail::IsolatedKvCache;
 
+  bool Rewindable(int target) const noexcept override;  // target <= Offset()
+
   std::unique_ptr<detail::BlockStore> store_;  // slots [0, Offset()) are the live tokens
   int offset_ = 0;
 };

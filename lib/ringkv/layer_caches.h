@@ -16,6 +16,10 @@
 
 namespace ringkv {
 
+namespace detail {
+class LayerSnapshotAccess;
+}
+
 // One snapshot per layer (a layer may have none).
 class LayerSnapshot {
  public:
@@ -25,16 +29,13 @@ class LayerSnapshot {
       : layers_(std::move(layers)) {}
 
   std::size_t Layers() const noexcept { return layers_.size(); }
-  // Throws ringkv::Error when layer >= Layers() (so do Release and Reset).
+  // Throws ringkv::Error when layer >= Layers().
   const Snapshot* Layer(std::size_t layer) const;
   std::size_t Size() const noexcept;  // bytes, summed over the layers
-  // Hands one layer's snapshot over, leaving none there (the prompt cache moves
-  // sliding-window snapshots between trie nodes).
-  std::unique_ptr<Snapshot> Release(std::size_t layer);
-  void Reset(std::size_t layer, std::unique_ptr<Snapshot> snapshot);
 
  private:
   friend class LayerCaches;
+  friend class detail::LayerSnapshotAccess;  // the prompt cache's per-layer moves
   void CheckIndex(const char* function, std::size_t layer) const;
 
   std::vector<std::unique_ptr<Snapshot>> layers_;
@@ -75,6 +76,18 @@ class LayerCaches {
   // false, with nothing changed, when any layer cannot. Accepts layers at
   // different offsets (on success they are all at `target`).
   bool Restore(const LayerSnapshot* snapshot, int target);
+  // Cache::CanRewind / Rewind / Trim over every layer: all layers or none.
+  //   CanRewind(target): whether every layer can (true without layers).
+  //   Rewind(target):    Restore(nullptr, target); like Restore, accepts layers
+  //                      at different offsets.
+  //   Trim(n):           removes the last min(n, Offset()) tokens from every layer
+  //                      and returns that count, or returns 0 with nothing changed
+  //                      when any layer cannot rewind; requires one offset (as
+  //                      Offset()).
+  // A negative target or n throws ringkv::Error, changing nothing.
+  bool CanRewind(int target) const;
+  bool Rewind(int target);
+  int Trim(int n);
   // Layer by layer (Cache::Merge / Split). Everything is validated before
   // anything is combined: the layer count and kinds, each snapshot's layers
   // ending at one offset, adjacency. Ownership as in Cache::Merge: consumed on

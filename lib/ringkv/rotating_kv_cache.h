@@ -69,6 +69,8 @@ class RotatingKVCache final : public AttentionCache {
   void UpdateInPlace(const Tensor& keys, const Tensor& values);
   // The last `keep` live tokens in logical order (the reference's logicalTail).
   KvView LogicalTail(std::int64_t keep) const;
+  // target == Offset(), or target < Offset() while Offset() <= max_size (see Restore).
+  bool Rewindable(int target) const noexcept override;
 
   int max_size_;
   std::unique_ptr<detail::BlockStore> store_;  // ring slots; see docs/caches.md

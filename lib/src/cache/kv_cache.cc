@@ -130,7 +130,7 @@ std::unique_ptr<Snapshot> KVCache::Snapshot(int from_offset) const {
 bool KVCache::Restore(const ringkv::Snapshot* snapshot, int target) {
   detail::CheckTarget("KVCache::Restore", target);
   if (snapshot == nullptr) {
-    if (target > offset_) return false;
+    if (!Rewindable(target)) return false;
     offset_ = target;
     store_->Resize(target);  // releases the blocks past the new end
     return true;
@@ -150,6 +150,8 @@ bool KVCache::Restore(const ringkv::Snapshot* snapshot, int target) {
   Ensures(store_->Length() == offset_);
   return true;
 }
+
+bool KVCache::Rewindable(int target) const noexcept { return target <= offset_; }
 
 std::unique_ptr<Snapshot> KVCache::Merge(std::unique_ptr<ringkv::Snapshot>&& parent,
                                          std::unique_ptr<ringkv::Snapshot>&& child) const {

@@ -3,8 +3,10 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <string>
 
+#include "kv_input.h"
 #include "ringkv/error.h"
 #include "snapshots.h"
 
@@ -23,16 +25,6 @@ const AttentionCache& AsCache(const LayerCaches::Layer& layer) {
 const Snapshot* LayerSnapshot::Layer(std::size_t layer) const {
   CheckIndex("Layer", layer);
   return layers_[layer].get();
-}
-
-std::unique_ptr<Snapshot> LayerSnapshot::Release(std::size_t layer) {
-  CheckIndex("Release", layer);
-  return std::move(layers_[layer]);
-}
-
-void LayerSnapshot::Reset(std::size_t layer, std::unique_ptr<Snapshot> snapshot) {
-  CheckIndex("Reset", layer);
-  layers_[layer] = std::move(snapshot);
 }
 
 void LayerSnapshot::CheckIndex(const char* function, std::size_t layer) const {
@@ -175,6 +167,26 @@ bool LayerCaches::Restore(const LayerSnapshot* snapshot, int target) {
         layers_[i]);
   }
   return true;
+}
+
+bool LayerCaches::CanRewind(int target) const {
+  detail::CheckTarget("LayerCaches::CanRewind", target);
+  return std::all_of(layers_.begin(), layers_.end(),
+                     [&](const Layer& layer) { return AsCache(layer).CanRewind(target); });
+}
+
+bool LayerCaches::Rewind(int target) {
+  detail::CheckTarget("LayerCaches::Rewind", target);
+  // CanRewind refuses without forking; Restore then swaps every layer or none.
+  return CanRewind(target) && Restore(nullptr, target);
+}
+
+int LayerCaches::Trim(int n) {
+  if (n < 0) throw Error(fmt::format("[LayerCaches::Trim] n {} is negative", n));
+  CheckOneOffset("Trim");
+  const int offset = layers_.empty() ? 0 : AsCache(layers_.front()).Offset();
+  const int removed = std::min(n, offset);
+  return CanRewind(offset - removed) && Restore(nullptr, offset - removed) ? removed : 0;
 }
 
 std::unique_ptr<LayerSnapshot> LayerCaches::Merge(std::unique_ptr<LayerSnapshot>&& parent,

@@ -193,17 +193,12 @@ std::unique_ptr<Snapshot> RotatingKVCache::Snapshot(int from_offset) const {
 bool RotatingKVCache::Restore(const ringkv::Snapshot* snapshot, int target) {
   detail::CheckTarget("RotatingKVCache::Restore", target);
   if (snapshot == nullptr) {
-    if (target >= offset_) {
-      if (target != offset_) return false;
-      store_->InvalidateViews();  // a successful Restore, like any other
-      return true;
+    if (!Rewindable(target)) return false;
+    store_->InvalidateViews();  // a successful Restore, like any other
+    if (target < offset_) {     // (at the offset, a wrapped ring keeps its cursor)
+      offset_ = target;
+      idx_ = target;
     }
-    // Once the window has moved, the tokens before it are gone: rewinding would
-    // leave fewer than max_size keys to attend to.
-    if (offset_ > max_size_) return false;
-    store_->InvalidateViews();
-    offset_ = target;
-    idx_ = target;
     return true;
   }
   const detail::RotatingSnapshot& snap =
@@ -226,6 +221,15 @@ bool RotatingKVCache::Restore(const ringkv::Snapshot* snapshot, int target) {
     idx_ = target;
   }
   return true;
+}
+
+bool RotatingKVCache::Rewindable(int target) const noexcept {
+  if (target >= offset_) return target == offset_;
+  // Once the window has moved, the tokens before it are gone: rewinding would
+  // leave fewer than max_size keys to attend to. (mlx-lm's is_trimmable stops one
+  // token earlier, at offset < max_size; at offset == max_size nothing has been
+  // dropped yet, so the rewind is exact.)
+  return offset_ <= max_size_;
 }
 
 std::unique_ptr<Snapshot> RotatingKVCache::Merge(std::unique_ptr<ringkv::Snapshot>&& parent,

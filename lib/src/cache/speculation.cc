@@ -32,6 +32,11 @@ int Record(const char* function, BlockStore& drafts, const BlockStore& live, con
 
 }  // namespace
 
+bool SpeculativeLayer::Restore(const ringkv::Snapshot* /*snapshot*/, int target) {
+  CheckTarget("speculation wrapper Restore", target);
+  return false;
+}
+
 void SpeculativeLayer::CheckDraft(const char* function, const Tensor& keys) const {
   if (closed_) {
     throw Error(fmt::format("[{}] the speculation was committed: its wrappers take no more drafts",

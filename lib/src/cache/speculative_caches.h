@@ -15,7 +15,8 @@ class SpeculativeLayer : public AttentionCache {
   void Free() noexcept override {}
   int Offset() const noexcept override { return offset_; }
   std::unique_ptr<ringkv::Snapshot> Snapshot(int) const override { return nullptr; }
-  bool Restore(const ringkv::Snapshot*, int) override { return false; }
+  // False for every target, but a negative one throws ringkv::Error (the Cache contract).
+  bool Restore(const ringkv::Snapshot*, int target) override;
   std::unique_ptr<ringkv::Snapshot> Merge(
       std::unique_ptr<ringkv::Snapshot>&& parent,
       std::unique_ptr<ringkv::Snapshot>&& child) const override {
@@ -43,6 +44,7 @@ class SpeculativeLayer : public AttentionCache {
   // Throws ringkv::Error when the wrapper is closed or the L new keys
   // [1, Hkv, L, D] would take the offset past INT_MAX.
   void CheckDraft(const char* function, const Tensor& keys) const;
+  bool Rewindable(int) const noexcept override { return false; }
 
   int offset_;
   bool closed_ = false;

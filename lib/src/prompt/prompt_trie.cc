@@ -6,6 +6,7 @@
 #include <set>
 #include <unordered_set>
 
+#include "../cache/layer_snapshot_access.h"
 #include "prompt_state.h"
 #include "ringkv/error.h"
 #include "ringkv/rotating_kv_cache.h"
@@ -104,7 +105,7 @@ bool DropPinnedWindows(PromptState& s) {
     for (std::size_t i = 0; i < s.Layers(); ++i) {
       if (s.windows[i] > 0 && node->snapshot->Layer(i) != nullptr) {
         s.held.Remove(node->snapshot->Layer(i));
-        node->snapshot->Reset(i, nullptr);
+        LayerSnapshotAccess::Reset(*node->snapshot, i, nullptr);
         dropped = true;
       }
     }
@@ -198,7 +199,7 @@ void FillWindows(PromptState& s, PromptNode& node, std::unique_ptr<LayerSnapshot
     if (s.windows[i] == 0 || node.Layer(i) != nullptr || windows->Layer(i) == nullptr) continue;
     if (windows->Layer(i)->ToOffset() != node.end) continue;
     if (node.snapshot == nullptr) node.snapshot = EmptySnapshot(s.Layers());
-    node.snapshot->Reset(i, windows->Release(i));
+    LayerSnapshotAccess::Reset(*node.snapshot, i, LayerSnapshotAccess::Release(*windows, i));
   }
   s.held.Remove(windows.get());  // what was not kept
 }
@@ -208,7 +209,7 @@ void CompactSmall(const PromptState& s, LayerSnapshot* snapshot) {
   for (std::size_t i = 0; i < s.Layers(); ++i) {
     if (snapshot->Layer(i) == nullptr) continue;
     if (auto compact = Compact(*snapshot->Layer(i), s.block_tokens[i], s.windows[i])) {
-      snapshot->Reset(i, std::move(compact));
+      LayerSnapshotAccess::Reset(*snapshot, i, std::move(compact));
     }
   }
 }
