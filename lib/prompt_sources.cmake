@@ -7,6 +7,8 @@ pkg_check_modules(RINGKV_XXHASH REQUIRED IMPORTED_TARGET libxxhash)
 
 target_sources(ringkv_core PRIVATE
   src/prompt/atomic_file.cc
+  src/prompt/file_frame.cc
+  src/prompt/file_layer.cc
   src/prompt/file_nodes.cc
   src/prompt/file_source.cc
   src/prompt/file_tensors.cc
