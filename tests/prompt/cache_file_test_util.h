@@ -21,11 +21,11 @@
 
 namespace ringkv::test {
 
-constexpr std::int64_t kKvHeads = 2;
-constexpr std::int64_t kQueryHeads = 4;
-constexpr std::int64_t kHeadDim = 8;
-constexpr int kWindow = 8;
-constexpr std::int64_t kBlock = 3;  // divides neither the window nor the offsets
+inline constexpr std::int64_t kKvHeads = 2;
+inline constexpr std::int64_t kQueryHeads = 4;
+inline constexpr std::int64_t kHeadDim = 8;
+inline constexpr int kWindow = 8;
+inline constexpr std::int64_t kBlock = 3;  // divides neither the window nor the offsets
 
 // Deterministic values in [-1, 1), from a per-call seed.
 inline Tensor Values(const Shape& shape, std::uint32_t seed, DType dtype) {
