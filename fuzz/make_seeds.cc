@@ -1,6 +1,7 @@
-// Writes the seed corpus of the loader fuzzer: small valid prompt cache files for
-// the fuzz model (fuzz_model.h), and one file per class of hostile input the
-// loader refuses (so mutations start next to each rejection path).
+// Writes the seed corpus of the loader fuzzers: small valid prompt cache files
+// for the fuzz model (fuzz_model.h), one file per class of hostile input the
+// prompt cache loader refuses (so mutations start next to each rejection path),
+// and caches files (SaveCaches) at each ring phase.
 // Usage: ringkv_prompt_fuzz_seeds <directory>
 #include <cstdio>
 #include <fstream>
@@ -10,11 +11,13 @@
 
 #include "file_craft.h"  // tests/prompt: rebuilds files with valid checksums
 #include "fuzz_model.h"
+#include "ringkv/cache_file.h"
 
 namespace {
 
 using nlohmann::json;
 using ringkv::test::CraftedFile;
+using ringkv::test::ReadBytes;
 
 // Serves `tokens` the way a decode loop does: lookup, chunked prefill, commit.
 void Serve(ringkv::PromptCache& cache, ringkv::LayerCaches& caches,
@@ -151,6 +154,19 @@ int main(int argc, char** argv) {
       if (!layer["kv"].is_null()) layer["kv"]["heads"] = 2;
     }
     WriteBytes(dir + "/other_layout.safetensors", f.Bytes());
+  }
+  // Caches files: empty, an unwrapped ring, a ring wrapped by decode steps and
+  // one holding a prefill chunk past its window, with tokens and metadata.
+  {
+    ringkv::LayerCaches c = ringkv::fuzz::FuzzCaches();
+    ringkv::SaveCaches(dir + "/caches_empty.safetensors", c);
+    ringkv::fuzz::Feed(c, std::vector<int>{1, 2, 3});
+    ringkv::SaveCaches(dir + "/caches_short.safetensors", c, std::vector<int>{1, 2, 3},
+                       {{"model", "ringkv-fuzz"}});
+    for (int t = 4; t <= 7; ++t) ringkv::fuzz::Feed(c, std::vector<int>{t});
+    ringkv::SaveCaches(dir + "/caches_wrapped.safetensors", c, std::vector<int>{-200, 5});
+    ringkv::fuzz::Feed(c, std::vector<int>{8, 9, 10, 11, 12});
+    ringkv::SaveCaches(dir + "/caches_prefill.safetensors", c);
   }
   std::printf("seeds written to %s\n", dir.c_str());
   return 0;

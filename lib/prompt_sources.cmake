@@ -1,4 +1,5 @@
-# The prompt cache (prefix trie of snapshots, persistence); part of ringkv_core.
+# The prompt cache (prefix trie of snapshots, persistence) and the caches file
+# (SaveCaches / LoadCaches, sharing its format code); part of ringkv_core.
 # nlohmann_json (header-only) and xxHash (used header-only, XXH_INLINE_ALL) stay
 # out of the public headers and out of the installed package's requirements.
 find_package(nlohmann_json 3 REQUIRED)
@@ -7,6 +8,11 @@ pkg_check_modules(RINGKV_XXHASH REQUIRED IMPORTED_TARGET libxxhash)
 
 target_sources(ringkv_core PRIVATE
   src/prompt/atomic_file.cc
+  src/prompt/cache_file_read.cc
+  src/prompt/cache_file_write.cc
+  src/prompt/caches_format.cc
+  src/prompt/file_frame.cc
+  src/prompt/file_layer.cc
   src/prompt/file_nodes.cc
   src/prompt/file_source.cc
   src/prompt/file_tensors.cc

@@ -1,9 +1,11 @@
 #pragma once
 // Umbrella header: the whole public API of ringkv (tensors, caches, masks,
-// attention, speculation, the multi-layer container and the prompt cache).
+// attention, speculation, the multi-layer container, its files and the prompt
+// cache).
 
 #include "ringkv/attention.h"          // IWYU pragma: export
 #include "ringkv/attention_mask.h"     // IWYU pragma: export
+#include "ringkv/cache_file.h"         // IWYU pragma: export
 #include "ringkv/cache.h"              // IWYU pragma: export
 #include "ringkv/context.h"            // IWYU pragma: export
 #include "ringkv/dtype.h"              // IWYU pragma: export

@@ -1,39 +1,13 @@
 #include "file_nodes.h"
 
-#define XXH_INLINE_ALL  // header-only: nothing for users of ringkv_core to link
-#include <xxhash.h>
-
 #include <climits>
 #include <queue>
 #include <unordered_set>
 
-#include "ringkv/error.h"
-#include "ringkv/snapshot_data.h"
 #include "span_storage.h"
 
 namespace ringkv::detail {
 namespace {
-
-const TensorTable::value_type* TensorRef(const json& layer, const char* key,
-                                         const std::string& where, const KvLayout& layout,
-                                         std::int64_t dim, std::int64_t* slots,
-                                         TensorTable& tensors) {
-  const std::string name = String(layer, key, where);
-  const auto it = tensors.find(name);
-  if (it == tensors.end())
-    Bad("{} names tensor \"{}\", which the file lacks", where, name.substr(0, 64));
-  TensorEntry& e = it->second;
-  if (e.used) Bad("tensor {} is used twice", name);
-  e.used = true;
-  if (e.dtype != layout.dtype || e.shape[0] != 1 || e.shape[1] != layout.heads ||
-      e.shape[3] != dim || (*slots >= 0 && e.shape[2] != *slots)) {
-    Bad("tensor {} is {} [{}, {}, {}, {}], expected {} [1, {}, {}, {}]", name, DTypeName(e.dtype),
-        e.shape[0], e.shape[1], e.shape[2], e.shape[3], DTypeName(layout.dtype), layout.heads,
-        *slots >= 0 ? fmt::format("{}", *slots) : std::string("slots"), dim);
-  }
-  *slots = e.shape[2];
-  return &*it;
-}
 
 // The bytes the imported snapshot will hold once stored as the trie stores it
 // (ImportSnapshot's blocks: a span at its phase, a ring from row 0; then
@@ -42,26 +16,6 @@ std::size_t PredictedBytes(const LayerRecord& r, const KvLayout& layout, int win
                            std::int64_t block_tokens) {
   const std::int64_t phase = window == 0 ? r.from % block_tokens : 0;
   return CompactBytes(r.slots, phase, block_tokens, window, layout.BytesPerToken());
-}
-
-// What ImportSnapshot requires (snapshot_data.h), checked from the header, so a
-// node the budget drops is checked without importing it.
-void CheckImportable(const LayerRecord& r, int window, const std::string& where) {
-  if (r.from >= r.to) Bad("{}: offsets [{}, {}) must satisfy from < to", where, r.from, r.to);
-  if (window == 0) {
-    if (r.slots != r.to - r.from) {
-      Bad("{}: a span [{}, {}) cannot hold {} slots", where, r.from, r.to, r.slots);
-    }
-    return;
-  }
-  const bool ok = r.to <= window
-                      ? r.slots == r.to && r.ring_index == r.to
-                      : (r.slots == window && r.ring_index >= 1 && r.ring_index <= window) ||
-                            (r.slots > window && r.slots <= r.to && r.ring_index == r.slots);
-  if (!ok) {
-    Bad("{}: a window of {} at offset {} cannot hold {} slots with ring index {}", where, window,
-        r.to, r.slots, r.ring_index);
-  }
 }
 
 LayerRecord ParseLayer(const PromptState& s, const Layouts& layouts, const json& layer,
@@ -73,21 +27,11 @@ LayerRecord ParseLayer(const PromptState& s, const Layouts& layouts, const json&
     if (window == 0) Bad("{}: a global layer needs its K/V span", where);
     return r;
   }
-  if (!layer.is_object()) Bad("{} is {}, not an object", where, Describe(layer));
-  r.present = true;
-  r.from = static_cast<int>(Int(layer, "from", where, 0, INT_MAX));
-  r.to = static_cast<int>(Int(layer, "to", where, 0, INT_MAX));
-  r.ring_index = static_cast<int>(Int(layer, "ring_index", where, 0, INT_MAX));
+  r = ParseLayerOffsets(layer, where);
   if (r.to != node.end || (window == 0 && r.from != node.start)) {
     Bad("{} covers [{}, {}), the node [{}, {})", where, r.from, r.to, node.start, node.end);
   }
-  if (!layouts[l].has_value()) Bad("{} has K/V, but model.layers[{}].kv is null", where, l);
-  const KvLayout& layout = *layouts[l];
-  std::int64_t slots = -1;
-  r.keys = TensorRef(layer, "keys", where, layout, layout.k_dim, &slots, tensors);
-  r.values = TensorRef(layer, "values", where, layout, layout.v_dim, &slots, tensors);
-  r.slots = slots;
-  CheckImportable(r, window, where);
+  ParseLayerTensors(layer, layouts[l], window, where, tensors, r);
   return r;
 }
 
@@ -119,16 +63,7 @@ std::vector<NodeRecord> ParseNodes(const PromptState& s, const Layouts& layouts,
     if (!tokens.is_array() || tokens.size() != count) {
       Bad("{} must have {} tokens, not {}", where, count, Describe(tokens));
     }
-    r.tokens.reserve(count);
-    for (const json& t : tokens) {
-      // Any int is a token id, as Commit accepts (negative ids included).
-      const bool ok = t.is_number_integer() &&
-                      (t.is_number_unsigned()
-                           ? t.get<std::uint64_t>() <= static_cast<std::uint64_t>(INT_MAX)
-                           : t.get<std::int64_t>() >= INT_MIN && t.get<std::int64_t>() <= INT_MAX);
-      if (!ok) Bad("{} has token {}, not an int", where, Describe(t));
-      r.tokens.push_back(static_cast<int>(t.get<std::int64_t>()));
-    }
+    r.tokens = Tokens(tokens, where);  // any int, as Commit accepts
     const std::uint64_t key = (static_cast<std::uint64_t>(r.parent + 1) << 32) |
                               static_cast<std::uint32_t>(r.tokens.front());
     if (!firsts.insert(key).second) {
@@ -153,9 +88,7 @@ std::vector<NodeRecord> ParseNodes(const PromptState& s, const Layouts& layouts,
     }
     out.push_back(std::move(r));
   }
-  for (const auto& [name, e] : tensors) {
-    if (!e.used) Bad("tensor {} belongs to no node", name);
-  }
+  CheckAllUsed(tensors, "node");
   return out;
 }
 
@@ -208,76 +141,8 @@ void PlanWithinBudget(std::vector<NodeRecord>& nodes, std::size_t budget) {
   }
 }
 
-namespace {
-
-class Builder {
- public:
-  Builder(const PromptState& s, const ByteSource& source, std::uint64_t data_offset)
-      : s_(s), source_(source), data_offset_(data_offset) {}
-
-  // The checksums of a dropped node's tensors, read in bounded chunks.
-  void Verify(const LayerRecord& r) const {
-    for (const TensorTable::value_type* tensor : {r.keys, r.values}) {
-      const TensorEntry& e = tensor->second;
-      XXH3_state_t state;
-      XXH3_64bits_reset(&state);
-      std::vector<std::byte> chunk(
-          static_cast<std::size_t>(std::min<std::uint64_t>(e.Bytes(), 1 << 20)));
-      for (std::uint64_t at = 0; at < e.Bytes(); at += chunk.size()) {
-        const auto n =
-            static_cast<std::size_t>(std::min<std::uint64_t>(chunk.size(), e.Bytes() - at));
-        source_.Read(data_offset_ + e.begin + at, std::span<std::byte>(chunk.data(), n));
-        XXH3_64bits_update(&state, chunk.data(), n);
-      }
-      Check(*tensor, XXH3_64bits_digest(&state));
-    }
-  }
-
-  std::unique_ptr<Snapshot> Import(const LayerRecord& r, std::size_t l,
-                                   const std::string& where) const {
-    SnapshotData data;
-    data.kind = s_.windows[l] == 0 ? SnapshotData::Kind::kKv : SnapshotData::Kind::kRotating;
-    data.from = r.from;
-    data.to = r.to;
-    data.ring_index = r.ring_index;
-    data.keys = Read(*r.keys);
-    data.values = Read(*r.values);
-    try {
-      return ImportSnapshot(data, s_.windows[l], s_.block_tokens[l]);
-    } catch (const Error& e) {
-      Bad("{}: {}", where, e.what());
-    }
-  }
-
- private:
-  // The tensor's bytes, checked against its checksum. Its size was checked
-  // against the data section (and so the file) before anything was allocated.
-  Tensor Read(const TensorTable::value_type& tensor) const {
-    const TensorEntry& e = tensor.second;
-    Tensor t = Tensor::Uninitialized(e.dtype, {e.shape[0], e.shape[1], e.shape[2], e.shape[3]});
-    auto* bytes = static_cast<std::byte*>(t.MutableData());
-    source_.Read(data_offset_ + e.begin, std::span<std::byte>(bytes, e.Bytes()));
-    Check(tensor, XXH3_64bits(bytes, e.Bytes()));
-    return t;
-  }
-
-  static void Check(const TensorTable::value_type& tensor, std::uint64_t actual) {
-    if (actual != tensor.second.checksum) {
-      Bad("tensor {} has checksum {:016x}, the header says {:016x}", tensor.first, actual,
-          tensor.second.checksum);
-    }
-  }
-
-  const PromptState& s_;
-  const ByteSource& source_;
-  std::uint64_t data_offset_;
-};
-
-}  // namespace
-
 LoadedTrie BuildTrie(const PromptState& s, const std::vector<NodeRecord>& nodes,
                      const ByteSource& source, std::uint64_t data_offset, Layouts layouts) {
-  const Builder builder(s, source, data_offset);
   LoadedTrie trie;
   trie.layouts = std::move(layouts);
   trie.root = std::make_unique<PromptNode>();
@@ -289,14 +154,17 @@ LoadedTrie BuildTrie(const PromptState& s, const std::vector<NodeRecord>& nodes,
     if (!r.keep || parent == nullptr) {
       // Dropped: checked (the metadata in ParseNodes, the bytes here), never allocated.
       for (const LayerRecord& layer : r.layers) {
-        if (layer.present) builder.Verify(layer);
+        if (!layer.present) continue;
+        VerifyTensor(source, data_offset, *layer.keys);
+        VerifyTensor(source, data_offset, *layer.values);
       }
       continue;
     }
     std::vector<std::unique_ptr<Snapshot>> snapshots(s.Layers());
     for (std::size_t l = 0; l < s.Layers(); ++l) {
       if (r.layers[l].present) {
-        snapshots[l] = builder.Import(r.layers[l], l, fmt::format("node {} layer {}", i, l));
+        snapshots[l] = ImportLayer(r.layers[l], s.windows[l], s.block_tokens[l], source,
+                                   data_offset, fmt::format("node {} layer {}", i, l));
       }
     }
     auto node = std::make_unique<PromptNode>();

@@ -15,22 +15,13 @@
 #include <memory>
 #include <vector>
 
+#include "file_layer.h"
 #include "file_source.h"
 #include "file_tensors.h"
 #include "prompt_file.h"
 #include "prompt_state.h"
 
 namespace ringkv::detail {
-
-struct LayerRecord {
-  bool present = false;  // a sliding layer may have no window at the node's end
-  int from = 0;
-  int to = 0;
-  int ring_index = 0;
-  std::int64_t slots = 0;
-  const TensorTable::value_type* keys = nullptr;
-  const TensorTable::value_type* values = nullptr;
-};
 
 struct NodeRecord {
   int parent = -1;  // index of an earlier record, -1 for the root

@@ -2,6 +2,9 @@
 
 #include <fmt/ranges.h>
 
+#define XXH_INLINE_ALL  // header-only: nothing for users of ringkv_core to link
+#include <xxhash.h>
+
 #include <algorithm>
 #include <climits>
 #include <vector>
@@ -85,7 +88,24 @@ void CheckTiling(const TensorTable& tensors, std::uint64_t data_size) {
   }
 }
 
+void Check(const TensorTable::value_type& tensor, std::uint64_t actual) {
+  if (actual != tensor.second.checksum) {
+    Bad("tensor {} has checksum {:016x}, the header says {:016x}", tensor.first, actual,
+        tensor.second.checksum);
+  }
+}
+
 }  // namespace
+
+void TensorWriter::Add(const std::string& name, const Tensor& tensor) {
+  const std::uint64_t size = tensor.NumBytes();
+  entries[name] = json{{"dtype", SafetensorsDType(tensor.Dtype())},
+                       {"shape", {tensor.Dim(0), tensor.Dim(1), tensor.Dim(2), tensor.Dim(3)}},
+                       {"data_offsets", {bytes, bytes + size}}};
+  checksums[name] = fmt::format("{:016x}", XXH3_64bits(tensor.Data(), size));
+  bytes += size;
+  tensors.push_back(tensor);
+}
 
 TensorTable ParseTensors(const json& header, std::uint64_t data_size) {
   TensorTable tensors;
@@ -114,6 +134,37 @@ void AttachChecksums(TensorTable& tensors, const json& checksums) {
     if (!ok) Bad("tensor {} has checksum {}, not 16 hex digits", name, Describe(*it));
     e.checksum = value;
   }
+}
+
+void CheckAllUsed(const TensorTable& tensors, std::string_view owner) {
+  for (const auto& [name, e] : tensors) {
+    if (!e.used) Bad("tensor {} belongs to no {}", name, owner);
+  }
+}
+
+Tensor ReadTensor(const ByteSource& source, std::uint64_t data_offset,
+                  const TensorTable::value_type& tensor) {
+  const TensorEntry& e = tensor.second;
+  Tensor t = Tensor::Uninitialized(e.dtype, {e.shape[0], e.shape[1], e.shape[2], e.shape[3]});
+  auto* bytes = static_cast<std::byte*>(t.MutableData());
+  source.Read(data_offset + e.begin, std::span<std::byte>(bytes, e.Bytes()));
+  Check(tensor, XXH3_64bits(bytes, e.Bytes()));
+  return t;
+}
+
+void VerifyTensor(const ByteSource& source, std::uint64_t data_offset,
+                  const TensorTable::value_type& tensor) {
+  const TensorEntry& e = tensor.second;
+  XXH3_state_t state;
+  XXH3_64bits_reset(&state);
+  std::vector<std::byte> chunk(
+      static_cast<std::size_t>(std::min<std::uint64_t>(e.Bytes(), 1 << 20)));
+  for (std::uint64_t at = 0; at < e.Bytes(); at += chunk.size()) {
+    const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(chunk.size(), e.Bytes() - at));
+    source.Read(data_offset + e.begin + at, std::span<std::byte>(chunk.data(), n));
+    XXH3_64bits_update(&state, chunk.data(), n);
+  }
+  Check(tensor, XXH3_64bits_digest(&state));
 }
 
 }  // namespace ringkv::detail

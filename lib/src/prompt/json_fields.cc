@@ -1,6 +1,6 @@
 #include "json_fields.h"
 
-#include "ringkv/error.h"
+#include <climits>
 
 namespace ringkv::detail {
 namespace {
@@ -39,9 +39,7 @@ std::string Cut(const std::string& s) {
 
 }  // namespace
 
-void LoadError(const std::string& message) {
-  throw SnapshotError("[PromptCache::Load] " + message);
-}
+void LoadError(const std::string& message) { throw FileFormatError(message); }
 
 json ParseBounded(std::string_view text, const std::string& what) {
   if (NestingDepth(text) > kMaxJsonDepth) {
@@ -94,6 +92,38 @@ bool Bool(const json& object, const char* key, const std::string& where) {
   const json& v = Field(object, key, where);
   if (!v.is_boolean()) Bad("{}.{} {} is not a boolean", where, key, Describe(v));
   return v.get<bool>();
+}
+
+std::vector<int> Tokens(const json& array, const std::string& where) {
+  if (!array.is_array()) Bad("{} is {}, not an array of tokens", where, Describe(array));
+  std::vector<int> tokens;
+  tokens.reserve(array.size());
+  for (const json& t : array) {
+    const bool ok = t.is_number_integer() &&
+                    (t.is_number_unsigned()
+                         ? t.get<std::uint64_t>() <= static_cast<std::uint64_t>(INT_MAX)
+                         : t.get<std::int64_t>() >= INT_MIN && t.get<std::int64_t>() <= INT_MAX);
+    if (!ok) Bad("{} has token {}, not an int", where, Describe(t));
+    tokens.push_back(static_cast<int>(t.get<std::int64_t>()));
+  }
+  return tokens;
+}
+
+bool IsJsonString(const std::string& text) {
+  try {
+    (void)json(text).dump();
+    return true;
+  } catch (const json::exception&) {
+    return false;
+  }
+}
+
+std::string HexPrefix(const std::string& text) {
+  constexpr std::size_t kMax = 32;
+  std::string hex;
+  for (const char c : text.substr(0, kMax))
+    hex += fmt::format("{:02x}", static_cast<unsigned char>(c));
+  return text.size() > kMax ? hex + "..." : hex;
 }
 
 DType ParseDType(const std::string& name, const std::string& where) {

@@ -5,10 +5,10 @@
 #include <algorithm>
 #include <gsl/assert>
 #include <gsl/narrow>
-#include <nlohmann/json.hpp>
 #include <unordered_map>
 #include <unordered_set>
 
+#include "json_fields.h"
 #include "prompt_state.h"
 #include "ringkv/error.h"
 
@@ -22,15 +22,9 @@ void CheckCaches(const LayerCaches& caches) {
 // Files store the fingerprint as a JSON string: it must be valid UTF-8 (checked
 // by the JSON library's own rule, so Save can never fail on it).
 void CheckFingerprint(const std::string& fingerprint) {
-  try {
-    (void)nlohmann::json(fingerprint).dump();
-  } catch (const nlohmann::json::exception&) {
-    std::string hex;
-    for (const char c : fingerprint.substr(0, 32)) {
-      hex += fmt::format("{:02x}", static_cast<unsigned char>(c));
-    }
-    throw Error(fmt::format("[PromptCache] fingerprint (bytes {}{}) is not valid UTF-8", hex,
-                            fingerprint.size() > 32 ? "..." : ""));
+  if (!detail::IsJsonString(fingerprint)) {
+    throw Error(fmt::format("[PromptCache] fingerprint (bytes {}) is not valid UTF-8",
+                            detail::HexPrefix(fingerprint)));
   }
 }
 

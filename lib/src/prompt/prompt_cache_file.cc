@@ -3,7 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "atomic_file.h"
+#include "file_frame.h"
 #include "file_source.h"
 #include "prompt_file.h"
 #include "prompt_state.h"
@@ -30,11 +30,7 @@ void Write(const detail::PromptState& s, const std::string& path,
         "that Load accepts: save fewer nodes (SaveEntry)",
         function, header.size() - 8, limit));
   }
-  std::vector<std::span<const std::byte>> parts = {header};
-  for (const Tensor& t : tensors) {
-    parts.emplace_back(static_cast<const std::byte*>(t.Data()), t.NumBytes());
-  }
-  detail::WriteFileAtomically(path, parts, function);
+  detail::WriteTensorFile(path, header, tensors, function);
 }
 
 void Install(detail::PromptState& s, detail::LoadedTrie trie) noexcept {

@@ -1,10 +1,9 @@
 #pragma once
-// The prompt cache file (docs/prompt_cache.md): safetensors layout, i.e. an
-// 8-byte little-endian header length N, N bytes of JSON, then raw tensor bytes.
-// The JSON maps each tensor name to {dtype, shape, data_offsets} and carries
-// "__metadata__" (string values only, as safetensors requires): format, version,
-// fingerprint, the JSON texts "model", "nodes" and "checksums", and
-// "metadata_checksum" over those three texts.
+// The prompt cache file (docs/prompt_cache.md): the safetensors frame of
+// file_frame.h. The JSON maps each tensor name to {dtype, shape, data_offsets}
+// and carries "__metadata__" (string values only, as safetensors requires):
+// format (kPromptCacheFormat), version, fingerprint, the JSON texts "model",
+// "nodes" and "checksums", and "metadata_checksum" over those three texts.
 
 #include <cstddef>
 #include <span>
@@ -16,7 +15,6 @@
 
 namespace ringkv::detail {
 
-inline constexpr const char* kFileFormat = "ringkv.prompt_cache";
 // 2: the K/V layout is stated per layer (version 1 had one, often wrong, for all).
 inline constexpr int kFileVersion = 2;
 // The largest header Load parses, and Save writes: max(16 MiB, byte_budget / 16).

@@ -1,0 +1,172 @@
+// LoadCaches: the whole file is checked from its header (caches_format.h)
+// before any tensor is read; then each layer's state is read, checked against
+// its checksum and restored into a new cache of the layer's kind and block size.
+// Every failure is a ringkv::SnapshotError "[LoadCaches] ...".
+#include <fmt/format.h>
+
+#include <climits>
+
+#include "caches_format.h"
+#include "file_frame.h"
+#include "file_layer.h"
+#include "file_tensors.h"
+#include "ringkv/cache_file.h"
+#include "ringkv/error.h"
+
+namespace ringkv {
+namespace {
+
+using detail::Bad;
+using detail::json;
+
+struct LayerPlan {
+  int window = 0;  // 0: a KVCache
+  std::int64_t block_tokens = 0;
+  detail::LayerRecord state;  // present when the caches hold tokens
+};
+
+// Ringkv's own "__metadata__" keys; the caller's start with kUserPrefix.
+bool IsOwnKey(const std::string& key) {
+  for (const char* own :
+       {"format", "version", "caches", "tokens", "checksums", "metadata_checksum"}) {
+    if (key == own) return true;
+  }
+  return false;
+}
+
+// Every entry a string and known; the checksum over all of them.
+std::map<std::string, std::string> CheckMetadata(const json& metadata) {
+  std::map<std::string, std::string> user;
+  for (const auto& [key, value] : metadata.items()) {
+    const std::string where = fmt::format("__metadata__.{}", detail::Describe(json(key)));
+    if (!value.is_string()) Bad("{} is {}, not a string", where, detail::Describe(value));
+    if (key.starts_with(detail::kUserPrefix)) {
+      user.emplace(key.substr(detail::kUserPrefix.size()), value.get<std::string>());
+    } else if (!IsOwnKey(key)) {
+      Bad("__metadata__ has key {}, neither ringkv's nor the caller's (\"{}...\")",
+          detail::Describe(json(key)), detail::kUserPrefix);
+    }
+  }
+  const std::string stated = detail::String(metadata, "metadata_checksum", "__metadata__");
+  const std::string expected = detail::EntriesChecksum(metadata);
+  if (stated != expected) {
+    Bad("the metadata has checksum {}, the header says {}", expected,
+        detail::Describe(json(stated)));
+  }
+  return user;
+}
+
+LayerPlan ParseLayer(const json& layer, int offset, const std::string& where,
+                     detail::TensorTable& tensors, std::uint64_t& slack) {
+  if (!layer.is_object()) Bad("{} is {}, not an object", where, detail::Describe(layer));
+  LayerPlan plan;
+  const std::string kind = detail::String(layer, "kind", where);
+  if (kind != "sliding" && kind != "global") {
+    Bad("{}.kind {} is unknown", where, detail::Describe(json(kind)));
+  }
+  if (kind == "sliding")
+    plan.window = static_cast<int>(detail::Int(layer, "window", where, 1, INT_MAX));
+  plan.block_tokens = detail::Int(layer, "block_tokens", where, 1, INT_MAX);
+  const std::optional<detail::KvLayout> layout =
+      detail::ParseLayout(detail::Field(layer, "kv", where), where + ".kv");
+  const json& state = detail::Field(layer, "state", where);
+  if (state.is_null() != (offset == 0) || state.is_null() != !layout.has_value()) {
+    Bad("{} has {} and kv {}, but the caches are at offset {} (a state and a kv exactly when the "
+        "offset is above 0)",
+        where, state.is_null() ? "no state" : "a state", layout.has_value() ? "set" : "null",
+        offset);
+  }
+  if (state.is_null()) return plan;
+  const std::string state_where = where + ".state";
+  plan.state = detail::ParseLayerOffsets(state, state_where);
+  if (plan.state.from != 0 || plan.state.to != offset) {
+    Bad("{} covers [{}, {}), the caches [0, {})", state_where, plan.state.from, plan.state.to,
+        offset);
+  }
+  detail::ParseLayerTensors(state, layout, plan.window, state_where, tensors, plan.state);
+  const std::uint64_t bytes =
+      detail::SlackBytes(plan.state.slots, plan.block_tokens, layout->BytesPerToken());
+  slack = bytes > UINT64_MAX - slack ? UINT64_MAX : slack + bytes;
+  return plan;
+}
+
+template <class Cache>
+LayerCaches::Layer Restored(Cache cache, const LayerPlan& plan, int offset,
+                            const detail::ByteSource& source, std::uint64_t data_offset,
+                            const std::string& where) {
+  if (plan.state.present) {
+    const std::unique_ptr<Snapshot> snapshot =
+        detail::ImportLayer(plan.state, plan.window, plan.block_tokens, source, data_offset, where);
+    // Checked above: a fresh cache takes a snapshot from 0 of its own kind.
+    if (!cache.Restore(snapshot.get(), offset)) Bad("{} cannot be restored", where);
+  }
+  return LayerCaches::Layer(std::move(cache));
+}
+
+SavedCaches Decode(const detail::ByteSource& source) {
+  const detail::FileHeader file =
+      detail::ReadHeader(source, detail::kCachesHeaderLimit, "16 MiB for a caches file");
+  const json& metadata =
+      detail::CheckedMetadata(file.header, detail::kCachesFormat, detail::kCachesVersion);
+  std::map<std::string, std::string> user = CheckMetadata(metadata);
+  const json caches = detail::ParseBounded(detail::String(metadata, "caches", "__metadata__"),
+                                           "__metadata__.caches");
+  if (!caches.is_object())
+    Bad("__metadata__.caches is {}, not an object", detail::Describe(caches));
+  const int offset = static_cast<int>(detail::Int(caches, "offset", "caches", 0, INT_MAX));
+  const json& layers = detail::Field(caches, "layers", "caches");
+  if (!layers.is_array()) Bad("caches.layers is {}, not an array", detail::Describe(layers));
+  detail::TensorTable tensors = detail::ParseTensors(file.header, file.data_size);
+  detail::AttachChecksums(
+      tensors, detail::ParseBounded(detail::String(metadata, "checksums", "__metadata__"),
+                                    "__metadata__.checksums"));
+  std::vector<LayerPlan> plans;
+  plans.reserve(layers.size());
+  std::uint64_t slack = 0;
+  for (std::size_t l = 0; l < layers.size(); ++l) {
+    plans.push_back(
+        ParseLayer(layers[l], offset, fmt::format("caches.layers[{}]", l), tensors, slack));
+  }
+  detail::CheckAllUsed(tensors, "layer");
+  if (slack > detail::kMaxSlackBytes) {
+    Bad("the caches' blocks would hold {} bytes beyond their tokens, over the limit of {}", slack,
+        detail::kMaxSlackBytes);
+  }
+  std::vector<int> tokens =
+      detail::Tokens(detail::ParseBounded(detail::String(metadata, "tokens", "__metadata__"),
+                                          "__metadata__.tokens"),
+                     "__metadata__.tokens");
+  std::vector<LayerCaches::Layer> built;
+  built.reserve(plans.size());
+  for (std::size_t l = 0; l < plans.size(); ++l) {
+    const LayerPlan& plan = plans[l];
+    const std::string where = fmt::format("caches.layers[{}]", l);
+    built.push_back(plan.window == 0 ? Restored(KVCache(plan.block_tokens), plan, offset, source,
+                                                file.data_offset, where)
+                                     : Restored(RotatingKVCache(plan.window, plan.block_tokens),
+                                                plan, offset, source, file.data_offset, where));
+  }
+  return SavedCaches{LayerCaches(std::move(built)), std::move(tokens), std::move(user)};
+}
+
+SavedCaches Load(const detail::ByteSource& source) {
+  return detail::Prefixed("LoadCaches", [&] {
+    try {
+      return Decode(source);
+    } catch (const json::exception& e) {
+      Bad("malformed header: {}", e.what());
+    }
+  });
+}
+
+}  // namespace
+
+SavedCaches LoadCaches(const std::string& path) {
+  return Load(detail::FileSource(path, "LoadCaches"));
+}
+
+SavedCaches LoadCachesFromMemory(std::span<const std::byte> file) {
+  return Load(detail::MemorySource(file));
+}
+
+}  // namespace ringkv

@@ -1,0 +1,104 @@
+// SaveCaches: every layer's kind, block size and state (a snapshot from offset
+// 0) to a caches file, with the caller's tokens and metadata (caches_format.h).
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "caches_format.h"
+#include "file_frame.h"
+#include "file_layer.h"
+#include "file_tensors.h"
+#include "ringkv/cache_file.h"
+#include "ringkv/error.h"
+
+namespace ringkv {
+namespace {
+
+constexpr const char* kFn = "SaveCaches";
+
+void CheckText(const std::string& text, const std::string& what) {
+  if (!detail::IsJsonString(text)) {
+    throw Error(fmt::format("[{}] metadata {} (bytes {}) is not valid UTF-8", kFn, what,
+                            detail::HexPrefix(text)));
+  }
+}
+
+int CheckedOffset(const LayerCaches& caches) {
+  const std::vector<int> offsets = caches.Offsets();
+  for (const int offset : offsets) {
+    if (offset != offsets.front()) {
+      throw Error(fmt::format("[{}] caches: the layers are at different offsets [{}]", kFn,
+                              fmt::join(offsets, ", ")));
+    }
+  }
+  return offsets.empty() ? 0 : offsets.front();
+}
+
+// A layer's kind, block size, layout and state; its K/V go to `writer`.
+detail::json LayerJson(const AttentionCache& cache, std::size_t l, detail::TensorWriter& writer,
+                       std::uint64_t& slack) {
+  detail::json layer;
+  std::int64_t block_tokens = 0;
+  if (const auto* ring = dynamic_cast<const RotatingKVCache*>(&cache)) {
+    block_tokens = ring->BlockTokens();
+    layer = {{"kind", "sliding"}, {"window", ring->MaxSize()}};
+  } else {
+    block_tokens = dynamic_cast<const KVCache&>(cache).BlockTokens();
+    layer = {{"kind", "global"}};
+  }
+  layer["block_tokens"] = block_tokens;
+  const std::unique_ptr<Snapshot> state = cache.Snapshot(0);
+  const std::optional<detail::KvLayout> layout = detail::LayoutOf(state.get());
+  layer["kv"] = detail::LayoutJson(layout);
+  layer["state"] = state == nullptr ? detail::json(nullptr)
+                                    : detail::EncodeLayer(*state, fmt::format("l{}", l), writer);
+  if (layout.has_value()) {
+    const std::int64_t slots = writer.tensors.back().Dim(2);
+    const std::uint64_t bytes = detail::SlackBytes(slots, block_tokens, layout->BytesPerToken());
+    slack = bytes > UINT64_MAX - slack ? UINT64_MAX : slack + bytes;
+  }
+  return layer;
+}
+
+}  // namespace
+
+void SaveCaches(const std::string& path, const LayerCaches& caches, std::span<const int> tokens,
+                const std::map<std::string, std::string>& metadata) {
+  const int offset = CheckedOffset(caches);
+  for (const auto& [key, value] : metadata) {
+    CheckText(key, "key");
+    CheckText(value, fmt::format("value of key \"{}\"", key.substr(0, 64)));
+  }
+  detail::TensorWriter writer;
+  detail::json layers = detail::json::array();
+  std::uint64_t slack = 0;
+  for (std::size_t l = 0; l < caches.Size(); ++l) {
+    layers.push_back(LayerJson(caches[l], l, writer, slack));
+  }
+  // What LoadCaches would refuse is never written.
+  if (slack > detail::kMaxSlackBytes) {
+    throw Error(fmt::format(
+        "[{}] caches: their blocks hold {} bytes beyond their tokens, over the limit of {} that "
+        "LoadCaches accepts (blocks far larger than the tokens in them)",
+        kFn, slack, detail::kMaxSlackBytes));
+  }
+  detail::json meta = {
+      {"format", detail::kCachesFormat},
+      {"version", std::to_string(detail::kCachesVersion)},
+      {"caches", detail::json{{"offset", offset}, {"layers", layers}}.dump()},
+      {"tokens", detail::json(std::vector<int>(tokens.begin(), tokens.end())).dump()},
+      {"checksums", writer.checksums.dump()}};
+  for (const auto& [key, value] : metadata) meta[std::string(detail::kUserPrefix) + key] = value;
+  meta["metadata_checksum"] = detail::EntriesChecksum(meta);
+  detail::json header = std::move(writer.entries);
+  header["__metadata__"] = std::move(meta);
+  const std::vector<std::byte> framed = detail::FrameHeader(header);
+  if (framed.size() - 8 > detail::kCachesHeaderLimit) {
+    throw Error(fmt::format(
+        "[{}] the header takes {} bytes, over the limit of {} that LoadCaches accepts (fewer "
+        "tokens or less metadata)",
+        kFn, framed.size() - 8, detail::kCachesHeaderLimit));
+  }
+  detail::WriteTensorFile(path, framed, writer.tensors, kFn);
+}
+
+}  // namespace ringkv
