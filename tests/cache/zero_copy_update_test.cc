@@ -14,6 +14,7 @@
 
 #include "cache_test_util.h"
 #include "lib/lib_test_util.h"
+#include "model_buffers.h"
 #include "ringkv/attention.h"
 #include "ringkv/context.h"
 #include "ringkv/error.h"
@@ -27,6 +28,8 @@ namespace ringkv {
 namespace {
 
 using test::Positions;
+using test::Projection;
+using test::RandomProjection;
 using test::Range;
 using test::Tokens;
 
@@ -34,29 +37,6 @@ constexpr std::int64_t kHeads = 2;   // Hkv
 constexpr std::int64_t kQHeads = 4;  // Hq
 constexpr std::int64_t kKDim = 8;
 constexpr std::int64_t kVDim = 4;
-
-// A projection as a model holds it: row-major [L, H, D] floats that f16 and
-// bf16 must round.
-struct Projection {
-  std::vector<float> data;
-  std::int64_t length = 0;
-  std::int64_t heads = 0;
-  std::int64_t dim = 0;
-
-  // [1, H, L, D] over `data`, no copy (read-only: Update only reads).
-  Tensor View() const {
-    const float* p = data.data();
-    return Tensor::Borrow(p, DType::kF32, {length, heads, dim}).Permute({1, 0, 2}).Unsqueeze(0);
-  }
-};
-
-Projection Random(std::mt19937& rng, std::int64_t length, std::int64_t heads, std::int64_t dim) {
-  std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
-  Projection p{{}, length, heads, dim};
-  p.data.resize(static_cast<std::size_t>(length * heads * dim));
-  for (float& x : p.data) x = dist(rng);
-  return p;
-}
 
 // Same dtype, shape and bytes, segment by segment.
 void ExpectSameBits(const KvView& actual, const KvView& expected, DType storage) {
@@ -82,9 +62,9 @@ void CompareSteps(Cache& zero_copy, Cache& old_path, DType storage,
   for (std::size_t step = 0; step < lengths.size(); ++step) {
     SCOPED_TRACE(testing::Message() << "step " << step << ", L " << lengths[step]);
     const std::int64_t length = lengths[step];
-    const Projection k = Random(rng, length, kHeads, kKDim);
-    const Projection v = Random(rng, length, kHeads, kVDim);
-    const Projection q = Random(rng, length, kQHeads, kKDim);
+    const Projection k = RandomProjection(rng, length, kHeads, kKDim);
+    const Projection v = RandomProjection(rng, length, kHeads, kVDim);
+    const Projection q = RandomProjection(rng, length, kQHeads, kKDim);
     Tensor values = v.View();
     if (bf16_values) {
       // An engine whose V projection is already bf16 (a different dtype from K).
