@@ -1,5 +1,6 @@
 #pragma once
-// A strided view of rank 0-4 over shared, 64-byte-aligned storage.
+// A strided view of rank 0-4 over shared storage: 64-byte-aligned bytes that
+// ringkv allocates, or a caller's buffer (Borrow).
 //
 // Copying a Tensor is cheap and shares the storage (a view, like a span with
 // shared ownership); Slice(), Permute(), Transpose() and Unsqueeze() are views

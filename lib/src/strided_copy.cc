@@ -38,7 +38,7 @@ int Coalesce(const Tensor& src, const Tensor& dst, std::array<Axis, Shape::kMaxR
   return count;
 }
 
-// [first byte, one past the last byte] of the elements a view can reach.
+// [first byte, one past the last byte) of the elements a view can reach.
 struct ByteRange {
   std::uintptr_t begin;
   std::uintptr_t end;
