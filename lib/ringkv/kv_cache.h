@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <utility>
 
 #include "ringkv/cache.h"
@@ -22,14 +23,22 @@ class KVCache final : public AttentionCache {
   static constexpr std::int64_t kDefaultBlockTokens = 256;
 
   // block_tokens: tokens per storage block (>= 1, else ringkv::Error).
-  explicit KVCache(std::int64_t block_tokens = kDefaultBlockTokens);
+  // storage_dtype: the dtype the blocks hold. Set, Update takes keys and values
+  // of any dtype (they may differ) and converts them in its one copy into the
+  // blocks; unset, the first Update's dtype is kept. A value outside the enum
+  // throws ringkv::Error.
+  explicit KVCache(std::int64_t block_tokens = kDefaultBlockTokens,
+                   std::optional<DType> storage_dtype = std::nullopt);
   ~KVCache() override;
   KVCache(KVCache&&) noexcept;
   KVCache& operator=(KVCache&&) noexcept;
 
   // Appends [1, Hkv, L, D] keys and [1, Hkv, L, Dv] values (L >= 1, B == 1; heads,
-  // dims and dtype fixed from the first Update until Free). The history is keys
-  // [0, Offset()) with no mask rewriting.
+  // dims and dtype fixed from the first Update until Free) of any strides, e.g.
+  // Tensor::Borrow(k, dtype, {L, Hkv, D}).Permute({1, 0, 2}).Unsqueeze(0), read in
+  // place: Update allocates only to open a block (every BlockTokens() tokens) or
+  // to copy one a snapshot shares before its first write.
+  // The history is keys [0, Offset()) with no mask rewriting.
   KVHistory Update(const Tensor& keys, const Tensor& values) override;
   // The current history without writing (empty view when nothing is stored).
   KVHistory View() const;
@@ -49,6 +58,7 @@ class KVCache final : public AttentionCache {
   void Swap(KVCache& other) noexcept;
 
   std::int64_t BlockTokens() const noexcept;
+  std::optional<DType> StorageDtype() const noexcept { return storage_dtype_; }
   // Bytes of storage blocks this cache references (shared blocks counted in full).
   std::size_t AllocatedBytes() const noexcept;
 
@@ -60,6 +70,7 @@ class KVCache final : public AttentionCache {
 
   std::unique_ptr<detail::BlockStore> store_;  // slots [0, Offset()) are the live tokens
   int offset_ = 0;
+  std::optional<DType> storage_dtype_;  // the blocks' dtype when fixed at construction
 };
 
 }  // namespace ringkv

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -52,10 +53,12 @@ class LayerCaches {
   using Layer = std::variant<KVCache, RotatingKVCache>;
 
   // Gemma-style: layer i is global (a KVCache) when (i + 1) % global_every == 0,
-  // else a RotatingKVCache(window). Throws ringkv::Error for layers < 1,
-  // global_every < 1 or window < 1.
+  // else a RotatingKVCache(window); every layer gets block_tokens and
+  // storage_dtype. Throws ringkv::Error for layers < 1, global_every < 1 or
+  // window < 1.
   static LayerCaches Interleaved(int layers, int global_every, int window,
-                                 std::int64_t block_tokens = KVCache::kDefaultBlockTokens);
+                                 std::int64_t block_tokens = KVCache::kDefaultBlockTokens,
+                                 std::optional<DType> storage_dtype = std::nullopt);
   explicit LayerCaches(std::vector<Layer> layers);
 
   std::size_t Size() const noexcept { return layers_.size(); }

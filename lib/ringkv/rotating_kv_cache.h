@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <utility>
 
 #include "ringkv/cache.h"
@@ -25,14 +26,17 @@ class RotatingKVCache final : public AttentionCache {
   // Slots added per decode growth step while below max_size (the reference's step).
   static constexpr int kGrowStep = 256;
 
-  // max_size >= 1 and block_tokens >= 1, else ringkv::Error.
-  explicit RotatingKVCache(int max_size, std::int64_t block_tokens = kDefaultBlockTokens);
+  // max_size >= 1 and block_tokens >= 1, else ringkv::Error. storage_dtype as
+  // in KVCache: the blocks' dtype, inputs of any dtype converted as they are copied.
+  explicit RotatingKVCache(int max_size, std::int64_t block_tokens = kDefaultBlockTokens,
+                           std::optional<DType> storage_dtype = std::nullopt);
   ~RotatingKVCache() override;
   RotatingKVCache(RotatingKVCache&&) noexcept;
   RotatingKVCache& operator=(RotatingKVCache&&) noexcept;
 
-  // Appends [1, Hkv, L, D] keys and [1, Hkv, L, Dv] values. The history is in
-  // storage (ring) order and carries the rotating mask applier.
+  // Appends [1, Hkv, L, D] keys and [1, Hkv, L, Dv] values, of any strides (as in
+  // KVCache::Update). The history is in storage (ring) order and carries the
+  // rotating mask applier.
   KVHistory Update(const Tensor& keys, const Tensor& values) override;
   // The last max_size - 1 tokens in logical (oldest-first) order, no mask rewriting.
   KVHistory View() const;
@@ -57,6 +61,7 @@ class RotatingKVCache final : public AttentionCache {
   int RingIndex() const noexcept { return idx_; }  // next decode write slot (before wrap)
   std::int64_t BufferLength() const noexcept;      // slots held (the reference's Dim(2))
   std::int64_t BlockTokens() const noexcept;
+  std::optional<DType> StorageDtype() const noexcept { return storage_dtype_; }
   std::size_t AllocatedBytes() const noexcept;
 
  private:
@@ -77,6 +82,7 @@ class RotatingKVCache final : public AttentionCache {
   bool has_buffer_ = false;                    // the reference's keys != nil
   int offset_ = 0;                             // tokens ever appended (minus rewinds)
   int idx_ = 0;                                // ring write cursor
+  std::optional<DType> storage_dtype_;         // the blocks' dtype when fixed at construction
 };
 
 }  // namespace ringkv

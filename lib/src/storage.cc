@@ -27,6 +27,11 @@ Storage::Storage(std::size_t bytes, Init init) : data_(AllocateBytes(bytes)), by
   if (init == Init::kZero) std::memset(data_, 0, bytes_);
 }
 
-Storage::~Storage() { ::operator delete(data_, kStorageAlignment); }
+Storage::Storage(std::byte* data, std::size_t bytes, bool writable) noexcept
+    : data_(data), bytes_(bytes), owned_(false), writable_(writable) {}
+
+Storage::~Storage() {
+  if (owned_) ::operator delete(data_, kStorageAlignment);
+}
 
 }  // namespace ringkv

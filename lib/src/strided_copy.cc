@@ -38,10 +38,39 @@ int Coalesce(const Tensor& src, const Tensor& dst, std::array<Axis, Shape::kMaxR
   return count;
 }
 
+// [first byte, one past the last byte) of the elements a view can reach.
+struct ByteRange {
+  std::uintptr_t begin;
+  std::uintptr_t end;
+};
+
+ByteRange RangeOf(const Tensor& t) noexcept {
+  std::int64_t last = 0;  // element offset; fits: the view lies inside its storage
+  for (int axis = 0; axis < t.Rank(); ++axis) last += (t.Dim(axis) - 1) * t.Stride(axis);
+  const auto begin = reinterpret_cast<std::uintptr_t>(t.Data());
+  return {begin, begin + (static_cast<std::uintptr_t>(last) + 1) * SizeOf(t.Dtype())};
+}
+
 }  // namespace
+
+bool MayOverlap(const Tensor& a, const Tensor& b) noexcept {
+  if (a.NumElements() == 0 || b.NumElements() == 0) return false;
+  const ByteRange ra = RangeOf(a);
+  const ByteRange rb = RangeOf(b);
+  return ra.begin < rb.end && rb.begin < ra.end;
+}
+
+void CopyElementsSafely(const Tensor& src, Tensor& dst) {
+  if (MayOverlap(src, dst)) {
+    CopyElements(src.Clone(), dst);
+  } else {
+    CopyElements(src, dst);
+  }
+}
 
 void CopyElements(const Tensor& src, Tensor& dst) noexcept {
   Expects(src.GetShape() == dst.GetShape());
+  Expects(src.NumElements() == 0 || dst.IsWritable());
   if (src.NumElements() == 0) return;
 
   std::array<Axis, Shape::kMaxRank> axes{};

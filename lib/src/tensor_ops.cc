@@ -61,6 +61,10 @@ void SliceUpdate(Tensor& dst, const Tensor& src, int axis, std::int64_t begin) {
     throw ShapeError(fmt::format("[SliceUpdate] axis {} outside [0, {}) for dst shape {}", axis,
                                  dst.Rank(), dst.GetShape()));
   }
+  if (!dst.IsWritable()) {
+    throw Error(fmt::format(
+        "[SliceUpdate] dst {} is borrowed read-only (Borrow of a const pointer)", Summary(dst)));
+  }
   CheckCompatible("SliceUpdate", "src", dst, src, axis);
   const std::int64_t size = dst.Dim(axis);
   const std::int64_t length = src.Dim(axis);
@@ -71,12 +75,9 @@ void SliceUpdate(Tensor& dst, const Tensor& src, int axis, std::int64_t begin) {
   }
 
   Tensor region = dst.Slice(axis, begin, begin + length);
-  // A source that shares dst's storage may overlap the region: copy it out first.
-  if (src.SharesStorageWith(dst)) {
-    detail::CopyElements(src.Clone(), region);
-  } else {
-    detail::CopyElements(src, region);
-  }
+  // A source over the same bytes (a view of dst, or a borrow of the same buffer)
+  // is copied out first.
+  detail::CopyElementsSafely(src, region);
 }
 
 }  // namespace ringkv

@@ -12,5 +12,7 @@ std::size_t LiveAllocatedBytes() noexcept;
 // Resets the peak to the bytes live now, returns them.
 std::size_t ResetPeakAllocatedBytes() noexcept;
 std::size_t PeakAllocatedBytes() noexcept;
+// Allocations made through operator new so far (never reset).
+std::size_t AllocationCount() noexcept;
 
 }  // namespace ringkv::test

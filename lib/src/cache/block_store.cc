@@ -4,6 +4,7 @@
 #include <gsl/narrow>
 
 #include "ringkv/tensor_ops.h"
+#include "strided_copy.h"
 
 namespace ringkv::detail {
 
@@ -157,8 +158,13 @@ void BlockStore::Write(std::int64_t slot, const Tensor& keys, const Tensor& valu
   std::int64_t consumed = 0;
   ForEachRun(slot, slot + count, [&](std::size_t block, std::int64_t row, std::int64_t rows) {
     Block& target = Writable(block);
-    SliceUpdate(target.keys, keys.Slice(2, consumed, consumed + rows), 2, row);
-    SliceUpdate(target.values, values.Slice(2, consumed, consumed + rows), 2, row);
+    // One pass per block run: the copy converts to the block dtype as it goes,
+    // whatever the input's dtype and strides (no temporary unless the input
+    // overlaps the block, i.e. is a view of this cache).
+    Tensor key_rows = target.keys.Slice(2, row, row + rows);
+    Tensor value_rows = target.values.Slice(2, row, row + rows);
+    CopyElementsSafely(keys.Slice(2, consumed, consumed + rows), key_rows);
+    CopyElementsSafely(values.Slice(2, consumed, consumed + rows), value_rows);
     consumed += rows;
   });
 }

@@ -80,7 +80,8 @@ class BlockStore {
   // Releases every block and forgets the layout (Free()).
   void Reset() noexcept;
 
-  // Copies keys [1, Hkv, L, D] and values into slots [slot, slot + L) (which must
+  // Copies keys [1, Hkv, L, D] and values (any dtypes and strides: converted to
+  // the layout's dtype in the same copy) into slots [slot, slot + L) (which must
   // exist), cloning any shared block it writes into.
   void Write(std::int64_t slot, const Tensor& keys, const Tensor& values);
   // Resize(Length() + L) then Write.

@@ -87,14 +87,17 @@ std::unique_ptr<detail::BlockStore> MakeStore(const char* function, std::int64_t
 
 }  // namespace
 
-KVCache::KVCache(std::int64_t block_tokens) : store_(MakeStore("KVCache", block_tokens)) {}
+KVCache::KVCache(std::int64_t block_tokens, std::optional<DType> storage_dtype)
+    : store_(MakeStore("KVCache", block_tokens)),
+      storage_dtype_(detail::CheckStorageDtype("KVCache", storage_dtype)) {}
 KVCache::~KVCache() = default;
 KVCache::KVCache(KVCache&&) noexcept = default;
 KVCache& KVCache::operator=(KVCache&&) noexcept = default;
 
 KVHistory KVCache::Update(const Tensor& keys, const Tensor& values) {
-  const detail::KvLayout layout = detail::CheckKvInput(
-      "KVCache::Update", keys, values, store_->HasLayout() ? &store_->Layout() : nullptr);
+  const detail::KvLayout layout =
+      detail::CheckKvInput("KVCache::Update", keys, values,
+                           store_->HasLayout() ? &store_->Layout() : nullptr, storage_dtype_);
   const std::int64_t length = keys.Dim(2);
   const int new_offset = detail::AdvancedOffset("KVCache::Update", offset_, length);
   if (!store_->HasLayout()) store_->SetLayout(layout);
@@ -137,6 +140,7 @@ bool KVCache::Restore(const ringkv::Snapshot* snapshot, int target) {
   }
   const detail::KvSnapshot& snap = AsKv("KVCache::Restore", *snapshot);
   detail::CheckRestoreLayout("KVCache::Restore", snap.Data(), *store_);
+  detail::CheckSnapshotDtype("KVCache::Restore", snap.Data(), storage_dtype_);
   if (target > snap.ToOffset() || offset_ < snap.FromOffset()) return false;
   // Rewind to the snapshot's start, then append its tokens: aligned blocks are
   // shared, at most the one boundary block is copied.
@@ -182,7 +186,7 @@ std::pair<std::unique_ptr<Snapshot>, std::unique_ptr<Snapshot>> KVCache::Split(
 }
 
 KVCache KVCache::Fork() const {
-  KVCache fork(store_->BlockTokens());
+  KVCache fork(store_->BlockTokens(), storage_dtype_);
   *fork.store_ = *store_;
   fork.offset_ = offset_;
   return fork;
@@ -193,6 +197,7 @@ void KVCache::Swap(KVCache& other) noexcept {
   other.store_->InvalidateViews();
   std::swap(store_, other.store_);
   std::swap(offset_, other.offset_);
+  std::swap(storage_dtype_, other.storage_dtype_);
 }
 
 std::int64_t KVCache::BlockTokens() const noexcept { return store_->BlockTokens(); }

@@ -5,6 +5,7 @@
 #include <gsl/assert>
 #include <limits>
 
+#include "dtype_check.h"
 #include "ringkv/error.h"
 #include "ringkv/format.h"
 
@@ -21,7 +22,7 @@ void CheckRank(const char* function, const char* name, const Tensor& t) {
 }  // namespace
 
 KvLayout CheckKvInput(const char* function, const Tensor& keys, const Tensor& values,
-                      const KvLayout* established) {
+                      const KvLayout* established, std::optional<DType> storage_dtype) {
   CheckRank(function, "keys", keys);
   CheckRank(function, "values", values);
   if (keys.Dim(0) != 1 || values.Dim(0) != 1) {
@@ -29,7 +30,7 @@ KvLayout CheckKvInput(const char* function, const Tensor& keys, const Tensor& va
         "[{}] keys dim 0 (batch) is {} and values dim 0 is {}, but only B = 1 is supported",
         function, keys.Dim(0), values.Dim(0)));
   }
-  if (keys.Dtype() != values.Dtype()) {
+  if (!storage_dtype.has_value() && keys.Dtype() != values.Dtype()) {
     throw ShapeError(fmt::format("[{}] keys dtype {} != values dtype {}", function, keys.Dtype(),
                                  values.Dtype()));
   }
@@ -49,9 +50,11 @@ KvLayout CheckKvInput(const char* function, const Tensor& keys, const Tensor& va
     throw ShapeError(fmt::format("[{}] keys shape {} / values shape {} has an empty axis", function,
                                  keys.GetShape(), values.GetShape()));
   }
-  const KvLayout layout{keys.Dtype(), keys.Dim(1), keys.Dim(3), values.Dim(3)};
+  const KvLayout layout{storage_dtype.value_or(keys.Dtype()), keys.Dim(1), keys.Dim(3),
+                        values.Dim(3)};
   if (established != nullptr) {
     if (layout.dtype != established->dtype) {
+      // Only without a storage dtype: a cache with one restores only snapshots of it.
       throw ShapeError(fmt::format("[{}] keys dtype is {}, but the cache holds {}", function,
                                    layout.dtype, established->dtype));
     }
@@ -69,6 +72,21 @@ KvLayout CheckKvInput(const char* function, const Tensor& keys, const Tensor& va
     }
   }
   return layout;
+}
+
+void CheckSnapshotDtype(const char* function, const BlockStore& snapshot,
+                        std::optional<DType> storage_dtype) {
+  if (!storage_dtype.has_value() || !snapshot.HasLayout() ||
+      snapshot.Layout().dtype == *storage_dtype) {
+    return;
+  }
+  throw SnapshotError(fmt::format("[{}] the snapshot holds {}, the cache's storage dtype is {}",
+                                  function, snapshot.Layout().dtype, *storage_dtype));
+}
+
+std::optional<DType> CheckStorageDtype(const char* function, std::optional<DType> storage_dtype) {
+  if (storage_dtype.has_value()) CheckDType(function, *storage_dtype);
+  return storage_dtype;
 }
 
 void CheckTarget(const char* function, int target) {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <string>
 
+#include "dtype_check.h"
 #include "kv_input.h"
 #include "ringkv/error.h"
 #include "snapshots.h"
@@ -41,19 +42,21 @@ std::size_t LayerSnapshot::Size() const noexcept {
 }
 
 LayerCaches LayerCaches::Interleaved(int layers, int global_every, int window,
-                                     std::int64_t block_tokens) {
+                                     std::int64_t block_tokens,
+                                     std::optional<DType> storage_dtype) {
   if (layers < 1 || global_every < 1 || window < 1) {
     throw Error(fmt::format(
         "[LayerCaches::Interleaved] layers {}, global_every {} and window {} must all be >= 1",
         layers, global_every, window));
   }
+  if (storage_dtype.has_value()) detail::CheckDType("LayerCaches::Interleaved", *storage_dtype);
   std::vector<Layer> caches;
   caches.reserve(static_cast<std::size_t>(layers));
   for (int i = 0; i < layers; ++i) {
     if ((i + 1) % global_every == 0) {
-      caches.emplace_back(std::in_place_type<KVCache>, block_tokens);
+      caches.emplace_back(std::in_place_type<KVCache>, block_tokens, storage_dtype);
     } else {
-      caches.emplace_back(std::in_place_type<RotatingKVCache>, window, block_tokens);
+      caches.emplace_back(std::in_place_type<RotatingKVCache>, window, block_tokens, storage_dtype);
     }
   }
   return LayerCaches(std::move(caches));

@@ -49,15 +49,19 @@ std::unique_ptr<detail::BlockStore> MakeStore(std::int64_t block_tokens) {
 
 }  // namespace
 
-RotatingKVCache::RotatingKVCache(int max_size, std::int64_t block_tokens)
-    : max_size_(CheckMaxSize(max_size)), store_(MakeStore(block_tokens)) {}
+RotatingKVCache::RotatingKVCache(int max_size, std::int64_t block_tokens,
+                                 std::optional<DType> storage_dtype)
+    : max_size_(CheckMaxSize(max_size)),
+      store_(MakeStore(block_tokens)),
+      storage_dtype_(detail::CheckStorageDtype("RotatingKVCache", storage_dtype)) {}
 RotatingKVCache::~RotatingKVCache() = default;
 RotatingKVCache::RotatingKVCache(RotatingKVCache&&) noexcept = default;
 RotatingKVCache& RotatingKVCache::operator=(RotatingKVCache&&) noexcept = default;
 
 KVHistory RotatingKVCache::Update(const Tensor& keys, const Tensor& values) {
-  const detail::KvLayout layout = detail::CheckKvInput(
-      "RotatingKVCache::Update", keys, values, store_->HasLayout() ? &store_->Layout() : nullptr);
+  const detail::KvLayout layout =
+      detail::CheckKvInput("RotatingKVCache::Update", keys, values,
+                           store_->HasLayout() ? &store_->Layout() : nullptr, storage_dtype_);
   (void)detail::AdvancedOffset("RotatingKVCache::Update", offset_, keys.Dim(2));
   if (!store_->HasLayout()) store_->SetLayout(layout);
   const std::int64_t key_len = AppendKv(keys, values);
@@ -204,6 +208,7 @@ bool RotatingKVCache::Restore(const ringkv::Snapshot* snapshot, int target) {
   const detail::RotatingSnapshot& snap =
       detail::AsRing("RotatingKVCache::Restore", "snapshot", *snapshot, max_size_);
   detail::CheckRestoreLayout("RotatingKVCache::Restore", snap.Data(), *store_);
+  detail::CheckSnapshotDtype("RotatingKVCache::Restore", snap.Data(), storage_dtype_);
   if (target > snap.ToOffset()) return false;
   // Clamping a snapshot whose window has moved would leave an incomplete window.
   if (target < snap.ToOffset() && snap.ToOffset() > max_size_) return false;
@@ -250,7 +255,7 @@ std::pair<std::unique_ptr<Snapshot>, std::unique_ptr<Snapshot>> RotatingKVCache:
 }
 
 RotatingKVCache RotatingKVCache::Fork() const {
-  RotatingKVCache fork(max_size_, store_->BlockTokens());
+  RotatingKVCache fork(max_size_, store_->BlockTokens(), storage_dtype_);
   *fork.store_ = *store_;
   fork.has_buffer_ = has_buffer_;
   fork.offset_ = offset_;
@@ -266,6 +271,7 @@ void RotatingKVCache::Swap(RotatingKVCache& other) noexcept {
   std::swap(has_buffer_, other.has_buffer_);
   std::swap(offset_, other.offset_);
   std::swap(idx_, other.idx_);
+  std::swap(storage_dtype_, other.storage_dtype_);
 }
 
 std::int64_t RotatingKVCache::BufferLength() const noexcept { return store_->Length(); }

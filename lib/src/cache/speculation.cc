@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <gsl/assert>
 #include <gsl/narrow>
+#include <optional>
 #include <string>
 
 #include "kv_input.h"
@@ -21,10 +22,11 @@ const KvLayout* Established(const BlockStore& drafts, const BlockStore& live) {
   return live.HasLayout() ? &live.Layout() : nullptr;
 }
 
-// Validates and appends drafted tokens to `drafts`.
-int Record(const char* function, BlockStore& drafts, const BlockStore& live, const Tensor& keys,
-           const Tensor& values) {
-  const KvLayout layout = CheckKvInput(function, keys, values, Established(drafts, live));
+// Validates and appends drafted tokens to `drafts` (in the live cache's storage dtype).
+int Record(const char* function, BlockStore& drafts, const BlockStore& live,
+           std::optional<DType> storage_dtype, const Tensor& keys, const Tensor& values) {
+  const KvLayout layout =
+      CheckKvInput(function, keys, values, Established(drafts, live), storage_dtype);
   if (!drafts.HasLayout()) drafts.SetLayout(layout);
   drafts.Append(keys, values);
   return gsl::narrow<int>(keys.Dim(2));
@@ -80,7 +82,8 @@ IsolatedKvCache::IsolatedKvCache(const KVCache* target)
 
 KVHistory IsolatedKvCache::Update(const Tensor& keys, const Tensor& values) {
   CheckDraft("KVCache speculation Update", keys);
-  offset_ += Record("KVCache speculation Update", drafts_, *target_->store_, keys, values);
+  offset_ += Record("KVCache speculation Update", drafts_, *target_->store_,
+                    target_->StorageDtype(), keys, values);
   return KVHistory(State(), MaskApplier{MaskApplier::Kind::kIdentity, keys.Dim(2), offset_, 0, 0});
 }
 
@@ -95,7 +98,8 @@ SpeculativeRotatingKvCache::SpeculativeRotatingKvCache(RotatingKVCache* target)
 
 KVHistory SpeculativeRotatingKvCache::Update(const Tensor& keys, const Tensor& values) {
   CheckDraft("RotatingKVCache speculation Update", keys);
-  offset_ += Record("RotatingKVCache speculation Update", drafts_, *target_->store_, keys, values);
+  offset_ += Record("RotatingKVCache speculation Update", drafts_, *target_->store_,
+                    target_->StorageDtype(), keys, values);
   KvView view = target_->LogicalTail(target_->MaxSize() - 1);
   view.AddRange(&drafts_, 0, drafts_.Length());
   // Logical order: the window applies as a window-only mask (future keys stay as the caller says).
