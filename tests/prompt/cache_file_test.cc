@@ -8,6 +8,7 @@
 #include <climits>
 #include <csignal>
 #include <map>
+#include <optional>
 #include <ostream>
 #include <set>
 #include <string>
@@ -138,6 +139,31 @@ TEST_F(CacheFile, EmptyCaches) {
 
   SaveCaches(path, LayerCaches({}));  // no layers at all
   EXPECT_EQ(LoadCaches(path).caches.Size(), 0u);
+}
+
+// A storage dtype (the caches convert every input to it) is part of each layer:
+// it comes back with the layer, also when nothing is stored yet, so the loaded
+// caches go on converting f32 input into the same stored bits.
+TEST_F(CacheFile, StorageDtypeRoundTrips) {
+  const std::string path = dir_.File("storage.safetensors");
+  for (const int tokens : {0, 4}) {
+    SCOPED_TRACE(tokens);
+    LayerCaches saved = LayerCaches::Interleaved(3, 3, kWindow, kBlock, DType::kBF16);
+    if (tokens > 0) Step(saved, tokens, 1, DType::kF32, ctx_);
+    SaveCaches(path, saved);
+    SavedCaches loaded = LoadCaches(path);
+    for (std::size_t l = 0; l < 3; ++l) {
+      const AttentionCache& layer = loaded.caches[l];
+      const std::optional<DType> dtype =
+          l < 2 ? dynamic_cast<const RotatingKVCache&>(layer).StorageDtype()
+                : dynamic_cast<const KVCache&>(layer).StorageDtype();
+      EXPECT_EQ(dtype, DType::kBF16) << "layer " << l;
+    }
+    EXPECT_EQ(Step(loaded.caches, 2, 9, DType::kF32, ctx_), Step(saved, 2, 9, DType::kF32, ctx_));
+  }
+  SaveCaches(path, Model());
+  const SavedCaches plain = LoadCaches(path);
+  EXPECT_EQ(dynamic_cast<const KVCache&>(plain.caches[2]).StorageDtype(), std::nullopt);
 }
 
 // Each format's loader names the other's file instead of failing on its contents.

@@ -12,6 +12,7 @@
 #include "file_tensors.h"
 #include "ringkv/cache_file.h"
 #include "ringkv/error.h"
+#include "ringkv/format.h"
 
 namespace ringkv {
 namespace {
@@ -22,6 +23,7 @@ using detail::json;
 struct LayerPlan {
   int window = 0;  // 0: a KVCache
   std::int64_t block_tokens = 0;
+  std::optional<DType> storage_dtype;  // the cache's, not the stored K/V's
   detail::LayerRecord state;  // present when the caches hold tokens
 };
 
@@ -67,8 +69,20 @@ LayerPlan ParseLayer(const json& layer, int offset, const std::string& where,
   if (kind == "sliding")
     plan.window = static_cast<int>(detail::Int(layer, "window", where, 1, INT_MAX));
   plan.block_tokens = detail::Int(layer, "block_tokens", where, 1, INT_MAX);
+  const json& storage_dtype = detail::Field(layer, "storage_dtype", where);
+  if (!storage_dtype.is_null()) {
+    if (!storage_dtype.is_string()) {
+      Bad("{}.storage_dtype is {}, not a string or null", where, detail::Describe(storage_dtype));
+    }
+    plan.storage_dtype =
+        detail::ParseDType(storage_dtype.get<std::string>(), where + ".storage_dtype");
+  }
   const std::optional<detail::KvLayout> layout =
       detail::ParseLayout(detail::Field(layer, "kv", where), where + ".kv");
+  if (layout.has_value() && plan.storage_dtype.has_value() && layout->dtype != *plan.storage_dtype) {
+    Bad("{}.kv.dtype {} is not the layer's storage_dtype {}", where, layout->dtype,
+        *plan.storage_dtype);
+  }
   const json& state = detail::Field(layer, "state", where);
   if (state.is_null() != (offset == 0) || state.is_null() != !layout.has_value()) {
     Bad("{} has {} and kv {}, but the caches are at offset {} (a state and a kv exactly when the "
@@ -141,10 +155,12 @@ SavedCaches Decode(const detail::ByteSource& source) {
   for (std::size_t l = 0; l < plans.size(); ++l) {
     const LayerPlan& plan = plans[l];
     const std::string where = fmt::format("caches.layers[{}]", l);
-    built.push_back(plan.window == 0 ? Restored(KVCache(plan.block_tokens), plan, offset, source,
-                                                file.data_offset, where)
-                                     : Restored(RotatingKVCache(plan.window, plan.block_tokens),
-                                                plan, offset, source, file.data_offset, where));
+    built.push_back(
+        plan.window == 0
+            ? Restored(KVCache(plan.block_tokens, plan.storage_dtype), plan, offset, source,
+                       file.data_offset, where)
+            : Restored(RotatingKVCache(plan.window, plan.block_tokens, plan.storage_dtype), plan,
+                       offset, source, file.data_offset, where));
   }
   return SavedCaches{LayerCaches(std::move(built)), std::move(tokens), std::move(user)};
 }

@@ -38,14 +38,21 @@ detail::json LayerJson(const AttentionCache& cache, std::size_t l, detail::Tenso
                        std::uint64_t& slack) {
   detail::json layer;
   std::int64_t block_tokens = 0;
+  std::optional<DType> storage_dtype;
   if (const auto* ring = dynamic_cast<const RotatingKVCache*>(&cache)) {
     block_tokens = ring->BlockTokens();
+    storage_dtype = ring->StorageDtype();
     layer = {{"kind", "sliding"}, {"window", ring->MaxSize()}};
   } else {
-    block_tokens = dynamic_cast<const KVCache&>(cache).BlockTokens();
+    const auto& full = dynamic_cast<const KVCache&>(cache);
+    block_tokens = full.BlockTokens();
+    storage_dtype = full.StorageDtype();
     layer = {{"kind", "global"}};
   }
   layer["block_tokens"] = block_tokens;
+  layer["storage_dtype"] = storage_dtype.has_value()
+                               ? detail::json(detail::SafetensorsDType(*storage_dtype))
+                               : detail::json(nullptr);
   const std::unique_ptr<Snapshot> state = cache.Snapshot(0);
   const std::optional<detail::KvLayout> layout = detail::LayoutOf(state.get());
   layer["kv"] = detail::LayoutJson(layout);
