@@ -10,9 +10,11 @@ namespace {
 
 std::atomic<std::size_t> live{0};
 std::atomic<std::size_t> peak{0};
+std::atomic<std::size_t> count{0};
 
 void* Track(void* p) {
   if (p == nullptr) throw std::bad_alloc();
+  count.fetch_add(1, std::memory_order_relaxed);
   const std::size_t now = live.fetch_add(malloc_usable_size(p)) + malloc_usable_size(p);
   std::size_t seen = peak.load();
   while (now > seen && !peak.compare_exchange_weak(seen, now)) {
@@ -43,6 +45,7 @@ std::size_t ResetPeakAllocatedBytes() noexcept {
   return now;
 }
 std::size_t PeakAllocatedBytes() noexcept { return peak.load(); }
+std::size_t AllocationCount() noexcept { return count.load(); }
 
 }  // namespace ringkv::test
 
