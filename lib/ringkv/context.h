@@ -4,9 +4,10 @@
 // and is then reused, so a call in steady state allocates nothing. There are no
 // globals: every attention call takes a Context.
 //
-// Threads (docs/embedding.md, "Threads and executors"): a Context is used by one
-// thread at a time. Different threads may run attention at the same time with
-// different Contexts, on different caches (or on forks and snapshots of one
+// Threads (docs/embedding.md, "Threads and executors"): give each thread its own
+// Context. Calls on one Context from several threads are safe but take turns
+// (they share its arena). Different threads may run attention at the same time
+// with different Contexts, on different caches (or on forks and snapshots of one
 // cache: they share blocks copy-on-write, safely). Several Contexts may share
 // one executor when it accepts concurrent Run calls, as ThreadPool does.
 

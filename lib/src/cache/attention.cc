@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <utility>
 
@@ -235,6 +236,7 @@ void Run(const char* function, const Tensor& q, const KvShape& kv, KvSource sour
   const std::size_t q_bytes =
       convert_q ? RoundUp(static_cast<std::size_t>(q.NumElements()) * sizeof(float)) : 0;
   const std::size_t work_bytes = kernels::SdpaWorkspaceBytes(shape, executor.Concurrency());
+  const std::unique_lock<std::mutex> arena_lock = detail::ContextAccess::Exclusive(ctx);
   const std::span<std::byte> arena =
       detail::ContextAccess::Arena(function, ctx, segment_bytes + q_bytes + work_bytes);
 

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <mutex>
 #include <new>
 #include <system_error>
 
@@ -43,6 +44,7 @@ struct Context::Impl {
   const kernels::KernelTable* table = nullptr;
   std::unique_ptr<kernels::ThreadPool> own_pool;  // null on a caller's executor
   kernels::Executor* executor = nullptr;
+  std::mutex arena_mutex;                         // guards the arena during a call
   std::unique_ptr<std::byte[], ArenaFree> arena;  // [arena_bytes], 64-byte aligned
   std::size_t arena_bytes = 0;
 };
@@ -79,6 +81,10 @@ namespace detail {
 
 const kernels::KernelTable& ContextAccess::Kernels(const Context& ctx) noexcept {
   return *ctx.impl_->table;
+}
+
+std::unique_lock<std::mutex> ContextAccess::Exclusive(Context& ctx) {
+  return std::unique_lock<std::mutex>(ctx.impl_->arena_mutex);
 }
 
 std::span<std::byte> ContextAccess::Arena(const char* function, Context& ctx, std::size_t bytes) {
