@@ -67,12 +67,17 @@ struct Attention {
   }
   void Run(const KvSegment& segment, kernels::ThreadPool& pool) {
     params.kv = std::span<const KvSegment>(&segment, 1);
-    kernels::Sdpa(params, kernels::BestKernels(), pool);
+    // The workspace grows on the first call and is reused, as in a Context.
+    const std::size_t bytes = kernels::SdpaWorkspaceBytes(kernels::ShapeOf(params), pool.Size());
+    if (workspace.Bytes() < bytes) workspace = Buffer(bytes);
+    kernels::Sdpa(params, kernels::BestKernels(), pool,
+                  {static_cast<std::byte*>(workspace.Data()), workspace.Bytes()});
     benchmark::DoNotOptimize(out.Data());
     benchmark::ClobberMemory();
   }
   Buffer q;
   Buffer out;
+  Buffer workspace{0};
   SdpaParams params;
 };
 

@@ -195,8 +195,8 @@ void Demo::Check(ringkv::model::DemoReport& r) {
 ringkv::model::DemoReport Demo::Run() {
   ringkv::model::DemoReport r;
   r.config = o_.model;
-  r.isa = std::string(ringkv::kernels::IsaName(ctx_.Kernels().isa));
-  r.threads = ctx_.Pool().Size();
+  r.isa = std::string(ringkv::kernels::IsaName(ctx_.Tier()));
+  r.threads = ctx_.Threads();
   const int vocab = o_.model.vocab;
 
   // Turn 1: prefill, decode, snapshot.

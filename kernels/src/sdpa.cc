@@ -1,18 +1,17 @@
 // The SDPA driver: validates the parameters (GSL Expects: lib/ has already checked
 // user input), splits the work into tiles, runs the tier's attend kernel on the
-// pool and writes acc / l. When (batch, kv head, row tile) gives too few tasks for
-// the threads, the key axis is split into chunks as well (flash-decoding) and the
+// executor, in the caller's workspace, and writes acc / l. When (batch, kv head, row tile) gives
+// too few tasks for the threads, the key axis is split into chunks as well (flash-decoding) and the
 // chunks' partial states are merged afterwards.
 #include "ringkv/kernels/sdpa.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <gsl/assert>
 #include <limits>
-#include <memory>
 #include <new>
-#include <vector>
 
 #include "attend_tile.h"
 #include "sdpa_tuning.h"
@@ -26,40 +25,28 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 std::int64_t RoundUp(std::int64_t x, std::int64_t to) { return (x + to - 1) / to * to; }
 std::int64_t CeilDiv(std::int64_t x, std::int64_t y) { return (x + y - 1) / y; }
 
-struct AlignedFree {
-  void operator()(float* p) const noexcept { ::operator delete (p, std::align_val_t{64}); }
-};
-using AlignedFloats = std::unique_ptr<float, AlignedFree>;
-
-AlignedFloats AllocateFloats(std::int64_t n) {
-  const auto bytes = static_cast<std::size_t>(n > 0 ? n : 1) * sizeof(float);
-  return AlignedFloats(static_cast<float*>(::operator new (bytes, std::align_val_t{64})));
-}
-
 // The shapes every part of the call agrees on.
 struct Dims {
-  std::int64_t batch, hq, hkv, group, seq_l, seq_t, d, dv;
+  std::int64_t batch, hq, hkv, group, seq_l, seq_t, d, dv, segments;
 };
+
+Dims DimsOf(const SdpaShape& shape) {
+  Expects(shape.batch >= 1 && shape.q_heads >= 1 && shape.queries >= 1 && shape.key_dim >= 1 &&
+          shape.value_dim >= 1 && shape.segments >= 1 && shape.keys >= 0);
+  Expects(shape.kv_heads >= 1 && shape.q_heads % shape.kv_heads == 0);
+  return Dims{shape.batch,   shape.q_heads, shape.kv_heads, shape.q_heads / shape.kv_heads,
+              shape.queries, shape.keys,    shape.key_dim,  shape.value_dim,
+              shape.segments};
+}
 
 Dims Validate(const SdpaParams& p, const KernelTable& table) {
   Expects(table.attend != nullptr);
   Expects(p.q.data != nullptr && p.q.dtype == DType::kF32 && p.out != nullptr);
   Expects(!p.kv.empty());
-  Dims dims{};
-  dims.batch = p.q.shape[0];
-  dims.hq = p.q.shape[1];
-  dims.seq_l = p.q.shape[2];
-  dims.d = p.q.shape[3];
   const KvSegment& first = p.kv.front();
-  dims.hkv = first.k.shape[1];
-  dims.dv = first.v.shape[3];
-  Expects(dims.batch >= 1 && dims.hq >= 1 && dims.seq_l >= 1 && dims.d >= 1 && dims.dv >= 1);
-  Expects(dims.hkv >= 1 && dims.hq % dims.hkv == 0);
-  dims.group = dims.hq / dims.hkv;
-  // The kernels walk the innermost axis contiguously.
+  Dims dims = DimsOf(ShapeOf(p));
+  // The kernels walk q's innermost axis contiguously; out is written with its strides.
   Expects(p.q.strides[3] == 1 || dims.d == 1);
-  Expects(p.out_strides[3] == 1 || dims.dv == 1);
-  dims.seq_t = 0;
   for (const KvSegment& seg : p.kv) {
     Expects(seg.k.data != nullptr && seg.v.data != nullptr);
     Expects(seg.k.dtype == first.k.dtype && seg.v.dtype == first.k.dtype);
@@ -69,7 +56,6 @@ Dims Validate(const SdpaParams& p, const KernelTable& table) {
     Expects(seg.k.shape[3] == dims.d && seg.v.shape[3] == dims.dv);
     Expects(seg.k.strides[3] == 1 || dims.d == 1);
     Expects(seg.v.strides[3] == 1 || dims.dv == 1);
-    dims.seq_t += seg.k.shape[2];
   }
   switch (p.mask.kind) {
     case MaskKind::kNone:
@@ -97,6 +83,10 @@ struct Plan {
   std::int64_t acc_stride;     // Dv rounded up to 16
   std::int64_t scratch_floats;
   std::int64_t state_floats;  // m, l, acc of one task
+  // The workspace: [runs | per-worker scratch | partial states], each part 64-byte aligned.
+  std::int64_t run_bytes;     // batch * hkv * segments KvRuns, rounded up to 64
+  std::int64_t per_worker;    // floats: scratch (+ state when nothing is merged)
+  std::int64_t total_floats;  // per_worker * threads (+ every task's state when split)
 };
 
 Plan MakePlan(const Dims& dims, const SdpaTuning& tuning, int threads) {
@@ -114,6 +104,13 @@ Plan MakePlan(const Dims& dims, const SdpaTuning& tuning, int threads) {
   plan.acc_stride = RoundUp(dims.dv, kPad);
   plan.scratch_floats = plan.tile_rows * (RoundUp(dims.d, kPad) + tuning.key_block + kPad);
   plan.state_floats = RoundUp(plan.tile_rows, kPad) * 2 + plan.tile_rows * plan.acc_stride;
+  const bool split = plan.chunks > 1;
+  plan.run_bytes =
+      RoundUp(dims.batch * dims.hkv * dims.segments * static_cast<std::int64_t>(sizeof(KvRun)),
+              static_cast<std::int64_t>(kSdpaWorkspaceAlignment));
+  plan.per_worker = plan.scratch_floats + (split ? 0 : plan.state_floats);
+  plan.total_floats =
+      plan.per_worker * threads + (split ? plan.state_floats * plan.base_tasks * plan.chunks : 0);
   return plan;
 }
 
@@ -148,22 +145,49 @@ void WriteRows(const SdpaParams& p, const Dims& dims, std::int64_t b, std::int64
 
 }  // namespace
 
-void Sdpa(const SdpaParams& params, const KernelTable& table, ThreadPool& pool) noexcept {
+SdpaShape ShapeOf(const SdpaParams& params) noexcept {
+  SdpaShape shape;
+  shape.batch = params.q.shape[0];
+  shape.q_heads = params.q.shape[1];
+  shape.queries = params.q.shape[2];
+  shape.key_dim = params.q.shape[3];
+  shape.segments = static_cast<std::int64_t>(params.kv.size());
+  if (!params.kv.empty()) {
+    shape.kv_heads = params.kv.front().k.shape[1];
+    shape.value_dim = params.kv.front().v.shape[3];
+  }
+  for (const KvSegment& seg : params.kv) shape.keys += seg.k.shape[2];
+  return shape;
+}
+
+std::size_t SdpaWorkspaceBytes(const SdpaShape& shape, int concurrency) noexcept {
+  Expects(concurrency >= 1);
+  const Plan plan = MakePlan(DimsOf(shape), SdpaTuning{}, concurrency);
+  return static_cast<std::size_t>(plan.run_bytes) +
+         static_cast<std::size_t>(plan.total_floats) * sizeof(float);
+}
+
+void Sdpa(const SdpaParams& params, const KernelTable& table, Executor& executor,
+          std::span<std::byte> workspace) noexcept {
   const SdpaTuning tuning;
   const Dims dims = Validate(params, table);
-  const int threads = pool.Size();
+  const int threads = executor.Concurrency();
+  Expects(threads >= 1);
   const Plan plan = MakePlan(dims, tuning, threads);
+  Expects(workspace.size() >= static_cast<std::size_t>(plan.run_bytes) +
+                                  static_cast<std::size_t>(plan.total_floats) * sizeof(float));
+  Expects(reinterpret_cast<std::uintptr_t>(workspace.data()) % kSdpaWorkspaceAlignment == 0);
 
   // [batch, hkv, segments]: every segment offset to its (batch, kv head).
-  const auto segments = static_cast<std::int64_t>(params.kv.size());
-  std::vector<KvRun> runs(static_cast<std::size_t>(dims.batch * dims.hkv * segments));
+  const std::int64_t segments = dims.segments;
+  auto* const runs = reinterpret_cast<KvRun*>(workspace.data());
   for (std::int64_t b = 0; b < dims.batch; ++b) {
     for (std::int64_t h = 0; h < dims.hkv; ++h) {
       std::int64_t begin = 0;
       for (std::int64_t j = 0; j < segments; ++j) {
         const KvSegment& seg = params.kv[static_cast<std::size_t>(j)];
         const auto elem = static_cast<std::int64_t>(SizeOf(seg.k.dtype));
-        KvRun& run = runs[static_cast<std::size_t>((b * dims.hkv + h) * segments + j)];
+        KvRun& run = *new (runs + (b * dims.hkv + h) * segments + j) KvRun;
         run.k = static_cast<const std::byte*>(seg.k.data) +
                 (b * seg.k.strides[0] + h * seg.k.strides[1]) * elem;
         run.v = static_cast<const std::byte*>(seg.v.data) +
@@ -177,14 +201,13 @@ void Sdpa(const SdpaParams& params, const KernelTable& table, ThreadPool& pool) 
     }
   }
 
-  // One allocation: per-worker scratch (+ state when nothing is merged), then the
-  // partial states of every task when the keys are split into chunks.
+  // Per-worker scratch (+ state when nothing is merged), then the partial states
+  // of every task when the keys are split into chunks.
   const bool split = plan.chunks > 1;
-  const std::int64_t per_worker = plan.scratch_floats + (split ? 0 : plan.state_floats);
+  const std::int64_t per_worker = plan.per_worker;
   const std::int64_t total_tasks = plan.base_tasks * plan.chunks;
-  const AlignedFloats arena =
-      AllocateFloats(per_worker * threads + (split ? plan.state_floats * total_tasks : 0));
-  float* const partials = arena.get() + per_worker * threads;
+  float* const floats = reinterpret_cast<float*>(workspace.data() + plan.run_bytes);
+  float* const partials = floats + per_worker * threads;
 
   const auto run_task = [&](std::size_t task_index, int worker) {
     const auto task = static_cast<std::int64_t>(task_index);
@@ -208,7 +231,8 @@ void Sdpa(const SdpaParams& params, const KernelTable& table, ThreadPool& pool) 
     }
     hi = std::max(hi, lo);
 
-    float* worker_base = arena.get() + per_worker * worker;
+    Expects(worker >= 0 && worker < threads);
+    float* worker_base = floats + per_worker * worker;
     const StateView state = ViewState(
         split ? partials + task * plan.state_floats : worker_base + plan.scratch_floats, plan);
 
@@ -223,7 +247,7 @@ void Sdpa(const SdpaParams& params, const KernelTable& table, ThreadPool& pool) 
     tile.q_row_stride = params.q.strides[2];
     tile.heads = dims.group;
     tile.rows = rows;
-    tile.runs = runs.data() + (b * dims.hkv + kvh) * segments;
+    tile.runs = runs + (b * dims.hkv + kvh) * segments;
     tile.run_count = segments;
     tile.t0 = lo + (hi - lo) * chunk / plan.chunks;
     tile.t1 = lo + (hi - lo) * (chunk + 1) / plan.chunks;
@@ -248,7 +272,7 @@ void Sdpa(const SdpaParams& params, const KernelTable& table, ThreadPool& pool) 
     table.attend(tile);
     if (!split) WriteRows(params, dims, b, kvh, l0, rows, plan, state);
   };
-  pool.Run(static_cast<std::size_t>(total_tasks), run_task);
+  executor.Run(static_cast<std::size_t>(total_tasks), run_task);
   if (!split) return;
 
   // Flash-decoding merge: rescale each chunk's state to the common max.
@@ -290,7 +314,7 @@ void Sdpa(const SdpaParams& params, const KernelTable& table, ThreadPool& pool) 
     }
     WriteRows(params, dims, b, kvh, l0, rows, plan, into);
   };
-  pool.Run(static_cast<std::size_t>(plan.base_tasks), merge_task);
+  executor.Run(static_cast<std::size_t>(plan.base_tasks), merge_task);
 }
 
 }  // namespace ringkv::kernels

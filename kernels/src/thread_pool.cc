@@ -6,7 +6,13 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <thread>
 #include <utility>
+#include <vector>
 
 #include "thread_start.h"
 
@@ -56,89 +62,112 @@ ScopedThreadStarter::~ScopedThreadStarter() {
 
 }  // namespace internal
 
+struct ThreadPool::Shared {
+  void WorkerLoop(int worker);
+  void Drain(int worker);
+  void StopAndJoin() noexcept;
+
+  std::vector<std::thread> workers;
+  std::mutex run_mutex;  // serialises Run
+  // Hand-over of one job: Run publishes job and tasks, then bumps generation
+  // (release); a worker that sees a new generation (acquire) reads them, takes
+  // tasks from next_task until they run out and then decrements active.
+  std::mutex mutex;  // guards the sleeping side of generation / active
+  std::condition_variable wake;
+  std::condition_variable done;
+  std::optional<TaskRef> job;
+  std::size_t tasks = 0;
+  std::atomic<std::size_t> next_task{0};
+  std::atomic<std::uint64_t> generation{0};
+  std::atomic<int> active{0};  // workers that have not finished the current job
+  std::atomic<bool> stop{false};
+};
+
 ThreadPool::ThreadPool(int threads)
     : size_(threads > 0 ? threads
                         : static_cast<int>(std::thread::hardware_concurrency() > 0
                                                ? std::thread::hardware_concurrency()
-                                               : 1)) {
+                                               : 1)),
+      shared_(std::make_unique<Shared>()) {
   try {
-    workers_.reserve(static_cast<std::size_t>(size_ - 1));
+    shared_->workers.reserve(static_cast<std::size_t>(size_ - 1));
     for (int w = 1; w < size_; ++w) {
-      workers_.push_back(internal::StartThread([this, w] { WorkerLoop(w); }));
+      shared_->workers.push_back(
+          internal::StartThread([shared = shared_.get(), w] { shared->WorkerLoop(w); }));
     }
   } catch (...) {
     // A thread that cannot start (a process limit): the destructor will not
     // run, and a joinable std::thread left behind would terminate the process.
-    StopAndJoin();
+    shared_->StopAndJoin();
     throw;
   }
 }
 
-ThreadPool::~ThreadPool() { StopAndJoin(); }
+ThreadPool::~ThreadPool() { shared_->StopAndJoin(); }
 
-void ThreadPool::StopAndJoin() noexcept {
+void ThreadPool::Shared::StopAndJoin() noexcept {
   {
-    const std::lock_guard lock(mutex_);
-    stop_.store(true, std::memory_order_release);
+    const std::lock_guard lock(mutex);
+    stop.store(true, std::memory_order_release);
   }
-  wake_.notify_all();
-  for (std::thread& t : workers_) t.join();
-  workers_.clear();
+  wake.notify_all();
+  for (std::thread& t : workers) t.join();
+  workers.clear();
 }
 
-void ThreadPool::Run(std::size_t tasks,
-                     const std::function<void(std::size_t task, int worker)>& fn) {
+void ThreadPool::Run(std::size_t tasks, TaskRef fn) noexcept {
   if (tasks == 0) return;
-  const std::lock_guard run_lock(run_mutex_);
-  if (workers_.empty() || tasks == 1) {
+  Shared& s = *shared_;
+  const std::lock_guard run_lock(s.run_mutex);
+  if (s.workers.empty() || tasks == 1) {
     for (std::size_t t = 0; t < tasks; ++t) fn(t, 0);
     return;
   }
   {
-    const std::lock_guard lock(mutex_);
-    job_ = &fn;
-    tasks_ = tasks;
-    next_task_.store(0, std::memory_order_relaxed);
-    active_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
-    generation_.fetch_add(1, std::memory_order_release);
+    const std::lock_guard lock(s.mutex);
+    s.job = fn;
+    s.tasks = tasks;
+    s.next_task.store(0, std::memory_order_relaxed);
+    s.active.store(static_cast<int>(s.workers.size()), std::memory_order_relaxed);
+    s.generation.fetch_add(1, std::memory_order_release);
   }
-  wake_.notify_all();
-  Drain(0);
+  s.wake.notify_all();
+  s.Drain(0);
   // Every worker must check in before fn (the caller's) may go out of scope.
-  const auto all_done = [this] { return active_.load(std::memory_order_acquire) == 0; };
+  const auto all_done = [&s] { return s.active.load(std::memory_order_acquire) == 0; };
   if (!SpinUntil(all_done)) {
-    std::unique_lock lock(mutex_);
-    done_.wait(lock, all_done);
+    std::unique_lock lock(s.mutex);
+    s.done.wait(lock, all_done);
   }
-  job_ = nullptr;
+  s.job.reset();
 }
 
-void ThreadPool::Drain(int worker) {
+void ThreadPool::Shared::Drain(int worker) {
   for (;;) {
-    const std::size_t task = next_task_.fetch_add(1, std::memory_order_relaxed);
-    if (task >= tasks_) return;
-    (*job_)(task, worker);
+    const std::size_t task = next_task.fetch_add(1, std::memory_order_relaxed);
+    if (task >= tasks) return;
+    (*job)(task, worker);
   }
 }
 
-void ThreadPool::WorkerLoop(int worker) {
+void ThreadPool::Shared::WorkerLoop(int worker) {
   std::uint64_t seen = 0;
   for (;;) {
     const auto has_news = [this, &seen] {
-      return generation_.load(std::memory_order_acquire) != seen ||
-             stop_.load(std::memory_order_acquire);
+      return generation.load(std::memory_order_acquire) != seen ||
+             stop.load(std::memory_order_acquire);
     };
     if (!SpinUntil(has_news)) {
-      std::unique_lock lock(mutex_);
-      wake_.wait(lock, has_news);
+      std::unique_lock lock(mutex);
+      wake.wait(lock, has_news);
     }
-    if (stop_.load(std::memory_order_acquire)) return;
-    seen = generation_.load(std::memory_order_acquire);
+    if (stop.load(std::memory_order_acquire)) return;
+    seen = generation.load(std::memory_order_acquire);
     Drain(worker);
-    if (active_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    if (active.fetch_sub(1, std::memory_order_acq_rel) == 1) {
       // Taking the lock orders this notify after the caller's predicate check.
-      const std::lock_guard lock(mutex_);
-      done_.notify_one();
+      const std::lock_guard lock(mutex);
+      done.notify_one();
     }
   }
 }

@@ -21,8 +21,6 @@
 #include <vector>
 
 #include "ringkv/attention_mask.h"
-#include "ringkv/kernels/kernel_table.h"
-#include "ringkv/kernels/sdpa.h"
 #include "ringkv/tensor.h"
 
 namespace ringkv {
@@ -30,6 +28,7 @@ namespace ringkv {
 namespace detail {
 class BlockStore;
 struct ViewEpoch;
+struct KvAccess;  // the library's access to views and histories (lib/src/cache/kv_access.h)
 }  // namespace detail
 
 // Every accessor throws ringkv::Error when the view is stale (see above).
@@ -50,13 +49,9 @@ class KvView {
   // Contiguous copies [1, Hkv, K, D] / [1, Hkv, K, Dv]: O(K), for tests and tools.
   Tensor ConcatKeys() const;
   Tensor ConcatValues() const;
-  // The same runs as raw arrays for kernels::Sdpa.
-  std::vector<kernels::KvSegment> KernelSegments() const;
-
-  // Internal (used by the caches): adds slots [begin, end) of `store`.
-  void AddRange(const detail::BlockStore* store, std::int64_t begin, std::int64_t end);
 
  private:
+  friend struct detail::KvAccess;
   struct Range {
     const detail::BlockStore* store = nullptr;
     std::int64_t begin = 0;
@@ -71,41 +66,33 @@ class KvView {
   std::size_t range_count_ = 0;
 };
 
-// How a cache's storage order relates to the logical (oldest-first) order.
-struct MaskApplier {
-  enum class Kind : std::uint8_t {
-    kIdentity,        // storage order is logical order; the mask passes through
-    kRotating,        // the reference's rotatingApplier (see KVHistory::ApplyMask)
-    kLogicalSliding,  // logical order, window applied: mask ∩ WindowOnly(window)
-  };
-  Kind kind = Kind::kIdentity;
-  std::int64_t query_len = 0;  // L of the Update that produced the history
-  std::int64_t key_len = 0;    // K
-  std::int64_t window = 0;
-  std::int64_t ring_idx = 0;        // write cursor after the Update (kRotating)
-  std::int64_t first_position = 0;  // absolute position of logical key 0 (for relaxed cells)
-};
-
+// The keys and values an Update returned, with the rule that turns the caller's
+// logical mask into the mask over the stored order (docs/caches.md, "Masks"):
+// pass it to Attention.
 class KVHistory {
  public:
-  KVHistory() = default;
-  explicit KVHistory(KvView kv, MaskApplier applier = {}) : kv_(kv), applier_(applier) {}
+  KVHistory() = default;  // no keys
 
   const KvView& Kv() const noexcept { return kv_; }
-  const MaskApplier& Applier() const noexcept { return applier_; }
-
-  // The mask the kernel must see over the stored order, given the caller's
-  // logical mask. The window of a rotating cache only hides keys older than the
-  // window (WindowOnly, as the reference's window mask), never later ones: the
-  // caller's mask decides about those. Rotating caches at L == 1: zero or plain
-  // causal -> no mask (storage holds exactly the window and nothing later); any
-  // other mask (an array, relaxed cells, a window of its own) is materialised in
-  // logical order and its key columns gathered into ring-slot order with
-  // table.ring_gather. At L > 1 (storage in logical order) and in the speculative
-  // wrapper (kLogicalSliding): logical ∩ WindowOnly(window).
-  AttentionMask ApplyMask(const AttentionMask& logical, const kernels::KernelTable& table) const;
 
  private:
+  friend struct detail::KvAccess;
+  // How the storage order relates to the logical (oldest-first) order.
+  struct MaskApplier {
+    enum class Kind : std::uint8_t {
+      kIdentity,        // storage order is logical order; the mask passes through
+      kRotating,        // the reference's rotatingApplier (kv_access.h, ApplyMask)
+      kLogicalSliding,  // logical order, window applied: mask ∩ WindowOnly(window)
+    };
+    Kind kind = Kind::kIdentity;
+    std::int64_t query_len = 0;  // L of the Update that produced the history
+    std::int64_t key_len = 0;    // K
+    std::int64_t window = 0;
+    std::int64_t ring_idx = 0;        // write cursor after the Update (kRotating)
+    std::int64_t first_position = 0;  // absolute position of logical key 0 (for relaxed cells)
+  };
+  KVHistory(const KvView& kv, const MaskApplier& applier) : kv_(kv), applier_(applier) {}
+
   KvView kv_;
   MaskApplier applier_;
 };

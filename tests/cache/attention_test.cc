@@ -11,6 +11,8 @@
 #include <limits>
 #include <random>
 
+#include "context_access.h"
+#include "kv_access.h"
 #include "ringkv/error.h"
 #include "ringkv/kv_cache.h"
 #include "ringkv/rotating_kv_cache.h"
@@ -368,10 +370,15 @@ TEST_F(AttentionTest, RingGatherPutsLogicalColumnsIntoSlots) {
   // Slots hold positions [4, 5, 2, 3]; logical columns are positions [2, 3, 4, 5].
   const AttentionMask logical =
       AttentionMask::Additive(Tensor::FromVector(std::vector<float>{2, 3, 4, 5}, {1, 1, 1, 4}));
-  const AttentionMask stored = history.ApplyMask(logical, ctx_.Kernels());
+  const AttentionMask stored =
+      detail::KvAccess::ApplyMask(history, logical, detail::ContextAccess::Kernels(ctx_));
   EXPECT_EQ(stored.Array().ToVector(), (std::vector<float>{4, 5, 2, 3}));
-  EXPECT_TRUE(history.ApplyMask(AttentionMask::Causal(), ctx_.Kernels()).IsZero());
-  EXPECT_TRUE(history.ApplyMask(AttentionMask::Zero(), ctx_.Kernels()).IsZero());
+  EXPECT_TRUE(detail::KvAccess::ApplyMask(history, AttentionMask::Causal(),
+                                          detail::ContextAccess::Kernels(ctx_))
+                  .IsZero());
+  EXPECT_TRUE(detail::KvAccess::ApplyMask(history, AttentionMask::Zero(),
+                                          detail::ContextAccess::Kernels(ctx_))
+                  .IsZero());
 }
 
 TEST(AttentionMaskTest, IntersectAndAsArray) {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "cache_test_util.h"
+#include "kv_access.h"
 
 namespace ringkv::detail {
 namespace {
@@ -15,7 +16,7 @@ KvLayout DefaultLayout() { return KvLayout{DType::kF32, 2, 8, 4}; }
 
 std::vector<int> Slots(const BlockStore& store, std::int64_t begin, std::int64_t end) {
   KvView view;
-  view.AddRange(&store, begin, end);
+  detail::AddRange(view, &store, begin, end);
   return test::Positions(view);
 }
 
@@ -54,7 +55,7 @@ TEST(BlockStore, PrefillSpanningSeveralBlocks) {
   EXPECT_EQ(Slots(store, 0, 10), Range(0, 10));
   // Segments are split at block boundaries.
   KvView view;
-  view.AddRange(&store, 1, 10);
+  detail::AddRange(view, &store, 1, 10);
   const auto segments = view.KeySegments();
   ASSERT_EQ(segments.size(), 3u);
   EXPECT_EQ(segments[0].Dim(2), 3);
@@ -79,7 +80,7 @@ TEST(BlockStore, ShareIsCopyOnWrite) {
 TEST(BlockStore, WriteToUnsharedBlockIsInPlace) {
   BlockStore store = Filled(3, 4);
   KvView view;
-  view.AddRange(&store, 0, 3);
+  detail::AddRange(view, &store, 0, 3);
   const Tensor before = view.KeySegments()[0];
   const auto [k, v] = Tokens(50, 1);
   store.Write(2, k, v);

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "cache_test_util.h"
+#include "kv_access.h"
 #include "ringkv/error.h"
 #include "ringkv/rotating_kv_cache.h"
 
@@ -34,11 +35,11 @@ TEST(KVCache, GrowthAcrossBlockBoundariesIsInvisible) {
     const KVHistory history = cache.Update(k, v);
     EXPECT_EQ(cache.Offset(), p + 1);
     EXPECT_EQ(history.Kv().Length(), p + 1);
-    EXPECT_EQ(history.Applier().kind, MaskApplier::Kind::kIdentity);
+    EXPECT_EQ(detail::KvAccess::Applier(history).kind, detail::MaskApplier::Kind::kIdentity);
     EXPECT_EQ(Positions(history.Kv()), Range(0, p + 1));
   }
   // One KvSegment per block, no gather.
-  EXPECT_EQ(cache.State().KernelSegments().size(), 3u);
+  EXPECT_EQ(detail::KvAccess::SegmentCount(cache.State()), 3);
   EXPECT_EQ(cache.AllocatedBytes(), 3u * 4u * 2u * (8u + 4u) * 4u);
 }
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "cache_test_util.h"
+#include "kv_access.h"
 #include "ringkv/error.h"
 
 namespace ringkv {
@@ -38,11 +39,11 @@ TEST(RotatingKVCache, SixDecodesIntoFourSlots) {
   EXPECT_EQ(cache.BufferLength(), 4);
   // The history is the ring in storage order with its cursor for the mask applier.
   EXPECT_EQ(Positions(history.Kv()), (std::vector<int>{4, 5, 2, 3}));
-  EXPECT_EQ(history.Applier().kind, MaskApplier::Kind::kRotating);
-  EXPECT_EQ(history.Applier().query_len, 1);
-  EXPECT_EQ(history.Applier().key_len, 4);
-  EXPECT_EQ(history.Applier().ring_idx, 2);
-  EXPECT_EQ(history.Applier().window, 4);
+  EXPECT_EQ(detail::KvAccess::Applier(history).kind, detail::MaskApplier::Kind::kRotating);
+  EXPECT_EQ(detail::KvAccess::Applier(history).query_len, 1);
+  EXPECT_EQ(detail::KvAccess::Applier(history).key_len, 4);
+  EXPECT_EQ(detail::KvAccess::Applier(history).ring_idx, 2);
+  EXPECT_EQ(detail::KvAccess::Applier(history).window, 4);
   // View: the last max_size - 1 tokens, oldest first.
   EXPECT_EQ(Positions(cache.View().Kv()), (std::vector<int>{3, 4, 5}));
 }
@@ -75,15 +76,15 @@ TEST(RotatingKVCache, PrefillLongerThanTheWindow) {
   RotatingKVCache cache(4, 2);
   const KVHistory history = Prefill(cache, 0, 6);
   EXPECT_EQ(Positions(history.Kv()), Range(0, 6));  // the whole prefill, masked by the window
-  EXPECT_EQ(history.Applier().query_len, 6);
-  EXPECT_EQ(history.Applier().key_len, 6);
+  EXPECT_EQ(detail::KvAccess::Applier(history).query_len, 6);
+  EXPECT_EQ(detail::KvAccess::Applier(history).key_len, 6);
   EXPECT_EQ(cache.BufferLength(), 6);
   EXPECT_EQ(Positions(cache.View().Kv()), Range(3, 6));
   // The next decode trims to max_size and wraps: [2..5] -> trim 2 -> slot 0 <- 6.
   const KVHistory next = Decode(cache, 6, 1);
   EXPECT_EQ(Positions(cache.State()), (std::vector<int>{6, 3, 4, 5}));
   EXPECT_EQ(cache.RingIndex(), 1);
-  EXPECT_EQ(next.Applier().key_len, 4);
+  EXPECT_EQ(detail::KvAccess::Applier(next).key_len, 4);
 }
 
 TEST(RotatingKVCache, PrefillAfterWrapKeepsTheLastMaxSizeMinusOne) {

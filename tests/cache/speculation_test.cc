@@ -13,6 +13,7 @@
 #include <stdexcept>
 
 #include "cache_test_util.h"
+#include "kv_access.h"
 #include "ringkv/attention.h"
 #include "ringkv/error.h"
 #include "ringkv/kv_cache.h"
@@ -84,7 +85,8 @@ TEST(Speculation, RotatingCacheIsUntouchedUntilCommit) {
         // Logical order: the last max_size - 1 live tokens, then the drafts.
         const int kept = std::min(before, max_size - 1);
         EXPECT_EQ(Positions(history.Kv()), Range(before - kept, before + 3));
-        EXPECT_EQ(history.Applier().kind, MaskApplier::Kind::kLogicalSliding);
+        EXPECT_EQ(detail::KvAccess::Applier(history).kind,
+                  detail::MaskApplier::Kind::kLogicalSliding);
         spec.Commit(accepted);
         // Same as appending the accepted tokens through the normal write path.
         if (accepted > 0) {

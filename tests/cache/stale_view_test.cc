@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "cache_test_util.h"
+#include "kv_access.h"
 #include "ringkv/attention.h"
 #include "ringkv/error.h"
 #include "ringkv/kv_cache.h"
@@ -36,12 +37,17 @@ void Decode(C& cache, int first, int count) {
 // Every accessor of a stale view throws an Error that says so.
 void ExpectStale(const KvView& view) {
   const std::vector<std::function<void()>> reads = {
-      [&] { (void)view.Length(); },         [&] { (void)view.Empty(); },
-      [&] { (void)view.Dtype(); },          [&] { (void)view.Heads(); },
-      [&] { (void)view.KeyDim(); },         [&] { (void)view.ValueDim(); },
-      [&] { (void)view.KeySegments(); },    [&] { (void)view.ValueSegments(); },
-      [&] { (void)view.ConcatKeys(); },     [&] { (void)view.ConcatValues(); },
-      [&] { (void)view.KernelSegments(); },
+      [&] { (void)view.Length(); },
+      [&] { (void)view.Empty(); },
+      [&] { (void)view.Dtype(); },
+      [&] { (void)view.Heads(); },
+      [&] { (void)view.KeyDim(); },
+      [&] { (void)view.ValueDim(); },
+      [&] { (void)view.KeySegments(); },
+      [&] { (void)view.ValueSegments(); },
+      [&] { (void)view.ConcatKeys(); },
+      [&] { (void)view.ConcatValues(); },
+      [&] { (void)detail::KvAccess::SegmentCount(view); },
   };
   for (std::size_t i = 0; i < reads.size(); ++i) {
     try {

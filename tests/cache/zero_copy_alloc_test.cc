@@ -1,7 +1,7 @@
 // A decode-step Update from borrowed, permuted f32 buffers into a cache with a
 // half-precision storage dtype allocates nothing: the conversion happens in the
 // copy into the block, with no temporary tensor. Counted with the replaced
-// operator new of tests/prompt/alloc_tracker.cc, linked into this binary only.
+// operator new of tests/support/alloc_tracker.cc, linked into this binary only.
 
 #include <gtest/gtest.h>
 
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "model_buffers.h"
-#include "prompt/alloc_tracker.h"
+#include "alloc_tracker.h"
 #include "ringkv/kv_cache.h"
 #include "ringkv/rotating_kv_cache.h"
 

@@ -32,7 +32,7 @@ int main() {
   const bool restored = caches.Restore(turn.get(), turn_end);
   std::printf("%s on %s, offset %d, checksum %g\n",
               fmt::format("{}", caches[0].State().ConcatKeys()).c_str(),
-              std::string(ringkv::kernels::IsaName(ctx.Kernels().isa)).c_str(), turn_end,
+              std::string(ringkv::kernels::IsaName(ctx.Tier())).c_str(), turn_end,
               static_cast<double>(checksum));
   if (!restored || turn_end != 6 || !std::isfinite(checksum)) return 1;
   std::printf("ringkv consumer ok\n");

@@ -22,6 +22,7 @@
 #include "ringkv/kernels/kernel_table.h"
 #include "ringkv/kernels/sdpa.h"
 #include "ringkv/kernels/thread_pool.h"
+#include "sdpa_run.h"
 #include "support/sdpa_reference.h"
 
 namespace ringkv::kernels {
@@ -122,7 +123,7 @@ class SdpaNonfiniteTest : public ::testing::TestWithParam<Isa> {
     for (int threads : {1, 2}) {
       ThreadPool pool(threads);
       Build(p, b);
-      Sdpa(b.params, *KernelsFor(GetParam()), pool);
+      test::RunSdpa(b.params, *KernelsFor(GetParam()), pool);
       for (std::size_t n = 0; n < ref.size(); ++n) {
         const double want = ref[n];
         const float got = b.out[n];

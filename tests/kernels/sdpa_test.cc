@@ -21,6 +21,7 @@
 #include "ringkv/kernels/isa.h"
 #include "ringkv/kernels/kernel_table.h"
 #include "ringkv/kernels/thread_pool.h"
+#include "sdpa_run.h"
 #include "support/sdpa_reference.h"
 
 namespace ringkv::kernels {
@@ -402,7 +403,7 @@ TEST_P(SdpaTest, MatchesReference) {
   ThreadPool pool(2);
   for (Prepared& pc : PreparedCases()) {
     std::fill(pc.p.out.begin(), pc.p.out.end(), kInf);
-    Sdpa(pc.p.params, Table(), pool);
+    test::RunSdpa(pc.p.params, Table(), pool);
     const double err = MaxAbsError(pc.c, pc.p, pc.ref);
     EXPECT_LE(err, pc.c.tol) << pc.c.name;
     std::printf("[ %s ] %-32s max abs error %.3g\n", std::string(IsaName(GetParam())).c_str(),
@@ -424,7 +425,7 @@ TEST_P(SdpaTest, FullyMaskedRowsAreZero) {
          .mask = MaskKind::kCausal};
   Problem p;
   MakeProblem(c, 7, p);
-  Sdpa(p.params, Table(), pool);
+  test::RunSdpa(p.params, Table(), pool);
   for (I64 h = 0; h < c.hq; ++h) {
     for (I64 i = 0; i < c.seq_l; ++i) {
       const float* row = p.out.data() + h * p.params.out_strides[1] + i * p.params.out_strides[2];
@@ -447,7 +448,7 @@ TEST_P(SdpaTest, FullyMaskedRowsAreZero) {
           .dv = 64,
           .mask = MaskKind::kBoolean};
   MakeProblem(cb, 8, p);
-  Sdpa(p.params, Table(), pool);
+  test::RunSdpa(p.params, Table(), pool);
   for (I64 h = 0; h < cb.hq; ++h) {
     for (I64 e = 0; e < cb.dv; ++e) {
       ASSERT_EQ(p.out[static_cast<std::size_t>(h * p.params.out_strides[1] + e)], 0.0f);
@@ -474,7 +475,7 @@ TEST_P(SdpaTest, HugeLogitsStayFinite) {
     Problem p;
     MakeProblem(c, 11, p);
     const std::vector<double> ref = ReferenceSdpa(p.params);
-    Sdpa(p.params, Table(), pool);
+    test::RunSdpa(p.params, Table(), pool);
     // Measured <= 6e-17: every row is one-hot here. 1e-6 leaves room for the f32
     // rounding of logits near 1e4 (~1e-3) times a runner-up key's tiny weight.
     const double err = MaxAbsError(c, p, ref);
@@ -495,7 +496,7 @@ TEST_P(SdpaTest, SegmentsEqualOneSegment) {
              .mask = MaskKind::kCausal};
   Problem a;
   MakeProblem(whole, 21, a);
-  Sdpa(a.params, Table(), pool);
+  test::RunSdpa(a.params, Table(), pool);
   // The same keys, cut into uneven segments that point into the same buffers.
   Problem b;
   MakeProblem(whole, 21, b);
@@ -513,7 +514,7 @@ TEST_P(SdpaTest, SegmentsEqualOneSegment) {
   }
   ASSERT_EQ(begin, whole.seq_t);
   b.params.kv = parts;
-  Sdpa(b.params, Table(), pool);
+  test::RunSdpa(b.params, Table(), pool);
   for (std::size_t i = 0; i < a.out.size(); ++i) {
     if (std::isinf(a.out[i])) continue;  // padding between output rows
     ASSERT_NEAR(a.out[i], b.out[i], 1e-6) << i;
@@ -534,11 +535,11 @@ TEST_P(SdpaTest, ThreadCountDoesNotChangeResult) {
   Problem one;
   MakeProblem(c, 31, one);
   ThreadPool pool1(1);
-  Sdpa(one.params, Table(), pool1);
+  test::RunSdpa(one.params, Table(), pool1);
   Problem two;
   MakeProblem(c, 31, two);
   ThreadPool pool2(2);
-  Sdpa(two.params, Table(), pool2);
+  test::RunSdpa(two.params, Table(), pool2);
   for (std::size_t i = 0; i < one.out.size(); ++i) {
     if (std::isinf(one.out[i])) continue;
     ASSERT_NEAR(one.out[i], two.out[i], 1e-6) << i;

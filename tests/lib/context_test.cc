@@ -17,6 +17,7 @@
 #include "lib_test_util.h"
 #include "ringkv/attention.h"
 #include "ringkv/error.h"
+#include "ringkv/kernels/kernel_table.h"
 #include "ringkv/kv_cache.h"
 #include "thread_start.h"
 
@@ -43,7 +44,7 @@ bool EnvIsValid() {
 TEST(ContextTest, RefusesToStartUnderAnInvalidTierCap) {
   if (EnvIsValid()) {
     const Context ctx(1);
-    EXPECT_EQ(&ctx.Kernels(), &kernels::BestKernels());
+    EXPECT_EQ(ctx.Tier(), kernels::BestKernels().isa);
   } else {
     ExpectThrowWith<Error>([] { const Context ctx(1); },
                            {"[Context] RINGKV_ISA '" + EnvValue() + "'", "names no tier"});
@@ -63,7 +64,7 @@ TEST(ContextTest, ATierAboveTheCapIsRefusedNamingBoth) {
            "RINGKV_ISA=" + EnvValue()});
     } else if (kernels::IsaCompiled(isa) && kernels::IsaRunsOn(isa, host)) {
       const Context ctx(1, isa);
-      EXPECT_EQ(ctx.Kernels().isa, isa) << key;
+      EXPECT_EQ(ctx.Tier(), isa) << key;
     } else {
       ExpectThrowWith<Error>([isa] { const Context ctx(1, isa); },
                              {"[Context] isa " + key, "cannot run on this CPU"});

@@ -11,6 +11,7 @@
 #include "model_test_util.h"
 #include "ringkv/context.h"
 #include "ringkv/error.h"
+#include "ringkv/kernels/thread_pool.h"
 #include "rms_norm.h"
 #include "rope.h"
 #include "sampling.h"

@@ -122,7 +122,7 @@ RINGKV_MATMUL_CLONES void Block(const float* x, std::int64_t row_begin, std::int
 }  // namespace
 
 void MatMul(std::span<const float> x, std::int64_t rows, const Matrix& w, std::span<float> y,
-            kernels::ThreadPool& pool, Accumulate mode) {
+            kernels::Executor& pool, Accumulate mode) {
   Expects(rows >= 0 && w.rows >= 1 && w.cols >= 1);
   Expects(w.data.size() == gsl::narrow<std::size_t>(w.rows * w.cols));
   Expects(x.size() == gsl::narrow<std::size_t>(rows * w.cols));

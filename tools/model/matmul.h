@@ -12,7 +12,7 @@
 #include <span>
 #include <vector>
 
-#include "ringkv/kernels/thread_pool.h"
+#include "ringkv/kernels/executor.h"
 
 namespace ringkv::model {
 
@@ -27,6 +27,6 @@ enum class Accumulate : std::uint8_t { kOverwrite, kAdd };
 // y [rows, w.rows] = (mode == kAdd ? y : 0) + x [rows, w.cols] · wᵀ. Spans must hold
 // exactly those sizes (GSL Expects).
 void MatMul(std::span<const float> x, std::int64_t rows, const Matrix& w, std::span<float> y,
-            kernels::ThreadPool& pool, Accumulate mode = Accumulate::kOverwrite);
+            kernels::Executor& pool, Accumulate mode = Accumulate::kOverwrite);
 
 }  // namespace ringkv::model

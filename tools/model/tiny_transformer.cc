@@ -74,7 +74,7 @@ class CacheBackend final : public AttentionBackend {
 }  // namespace
 
 TinyTransformer::TinyTransformer(const ModelConfig& config, Context& ctx)
-    : config_(config), weights_(RandomWeights(config, ctx.Pool())) {}
+    : config_(config), weights_(RandomWeights(config, ctx.GetExecutor())) {}
 
 void TinyTransformer::CheckTokens(const char* function, std::span<const int> tokens) const {
   if (tokens.empty()) throw Error(fmt::format("[{}] no tokens", function));
@@ -116,7 +116,7 @@ std::vector<float> TinyTransformer::Run(std::span<const int> tokens, AttentionBa
   const std::int64_t d = config_.d_model, hq = config_.q_heads, hkv = config_.kv_heads,
                      hd = config_.head_dim, f = config_.mlp_hidden;
   const auto n = [](std::int64_t a, std::int64_t b) { return gsl::narrow<std::size_t>(a * b); };
-  kernels::ThreadPool& pool = ctx.Pool();
+  kernels::Executor& pool = ctx.GetExecutor();
 
   std::vector<float> x(n(len, d)), h(n(len, d));                 // [L, d_model]
   std::vector<float> q(n(len, hq * hd)), attn(n(len, hq * hd));  // [L, Hq, D]

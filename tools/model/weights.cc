@@ -44,7 +44,7 @@ struct Job {
 
 }  // namespace
 
-Weights RandomWeights(const ModelConfig& config, kernels::ThreadPool& pool) {
+Weights RandomWeights(const ModelConfig& config, kernels::Executor& pool) {
   config.Validate();
   const std::int64_t d = config.d_model, q = std::int64_t{config.q_heads} * config.head_dim,
                      kv = std::int64_t{config.kv_heads} * config.head_dim, f = config.mlp_hidden,

@@ -9,7 +9,7 @@
 
 #include "matmul.h"
 #include "model_config.h"
-#include "ringkv/kernels/thread_pool.h"
+#include "ringkv/kernels/executor.h"
 
 namespace ringkv::model {
 
@@ -34,6 +34,6 @@ struct Weights {
 
 // Deterministic in config.seed; every matrix has its own stream, so they are
 // drawn in parallel on `pool` with the same result for any thread count.
-Weights RandomWeights(const ModelConfig& config, kernels::ThreadPool& pool);
+Weights RandomWeights(const ModelConfig& config, kernels::Executor& pool);
 
 }  // namespace ringkv::model

@@ -8,12 +8,13 @@
 // validates user input and fills these structs.
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <span>
 
 #include "ringkv/kernels/dtype.h"
+#include "ringkv/kernels/executor.h"
 #include "ringkv/kernels/kernel_table.h"
-#include "ringkv/kernels/thread_pool.h"
 
 namespace ringkv::kernels {
 
@@ -66,9 +67,35 @@ struct SdpaParams {
   MaskSpec mask;
 };
 
-// Runs on `pool` with the kernels of `table`. Parameters must be consistent
-// (checked with GSL Expects; lib/ validates user input before calling). A row whose
-// keys are all masked yields zeros.
-void Sdpa(const SdpaParams& params, const KernelTable& table, ThreadPool& pool) noexcept;
+// The sizes a call's scratch depends on.
+struct SdpaShape {
+  std::int64_t batch = 0;      // B
+  std::int64_t q_heads = 0;    // Hq
+  std::int64_t kv_heads = 0;   // Hkv
+  std::int64_t queries = 0;    // L
+  std::int64_t keys = 0;       // T, over every segment
+  std::int64_t key_dim = 0;    // D
+  std::int64_t value_dim = 0;  // Dv
+  std::int64_t segments = 0;
+};
+
+// The shape of `params` (reads shapes only, never data).
+SdpaShape ShapeOf(const SdpaParams& params) noexcept;
+
+// Bytes of scratch one Sdpa call of `shape` needs on an executor whose
+// Concurrency() is `concurrency`; the caller provides them, aligned to
+// kSdpaWorkspaceAlignment, so Sdpa itself never allocates.
+std::size_t SdpaWorkspaceBytes(const SdpaShape& shape, int concurrency) noexcept;
+inline constexpr std::size_t kSdpaWorkspaceAlignment = 64;
+
+// Runs on `executor` with the kernels of `table`, its scratch carved from
+// `workspace` (at least SdpaWorkspaceBytes(ShapeOf(params), executor.Concurrency())
+// bytes, aligned to kSdpaWorkspaceAlignment; its contents on entry do not matter).
+// Parameters must be consistent (checked with GSL Expects; lib/ validates user
+// input before calling). A row whose keys are all masked yields zeros. Allocates
+// nothing. Calls on different workspaces and outputs may run at the same time,
+// also on one executor if it accepts concurrent Run calls.
+void Sdpa(const SdpaParams& params, const KernelTable& table, Executor& executor,
+          std::span<std::byte> workspace) noexcept;
 
 }  // namespace ringkv::kernels

@@ -2,10 +2,19 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
 #include <span>
-#include <vector>
+#include <utility>
 
+#include "context_access.h"
 #include "kernel_args.h"
+#include "kv_access.h"
 #include "ringkv/error.h"
 #include "ringkv/format.h"
 
@@ -16,8 +25,14 @@ struct KvShape {
   std::int64_t heads, length, k_dim, v_dim;
 };
 
-// Validates q against the keys; returns q as f32 with a unit inner stride.
-Tensor CheckQuery(const char* function, const Tensor& q, const KvShape& kv) {
+// Where the keys come from: a cache's view (its block runs, written into the
+// arena) or one caller segment (plain tensors).
+struct KvSource {
+  const KvView* view = nullptr;
+  const kernels::KvSegment* single = nullptr;
+};
+
+void CheckQuery(const char* function, const Tensor& q, const KvShape& kv) {
   if (q.Rank() != 4) {
     throw ShapeError(fmt::format("[{}] q has rank {} (shape {}), expected 4 [B, Hq, L, D]",
                                  function, q.Rank(), q.GetShape()));
@@ -38,73 +53,246 @@ Tensor CheckQuery(const char* function, const Tensor& q, const KvShape& kv) {
     throw ShapeError(fmt::format("[{}] q dim 1 (heads) is {}, not a multiple of {} kv heads",
                                  function, q.Dim(1), kv.heads));
   }
-  if (q.Dtype() == DType::kF32 && (q.Stride(3) == 1 || q.Dim(3) == 1)) return q;
-  return q.AsType(DType::kF32);
 }
 
-// first_position: the absolute position of the oldest key, for relaxed cells.
-Tensor Run(const char* function, const Tensor& q, const KvShape& kv,
-           std::span<const kernels::KvSegment> segments, const AttentionMask& mask, float scale,
-           std::int64_t first_position, Context& ctx) {
-  const Tensor query = CheckQuery(function, q, kv);
+// The kernel reads q in place when it is f32 with a unit inner stride.
+bool QueryInPlace(const Tensor& q) {
+  return q.Dtype() == DType::kF32 && (q.Stride(3) == 1 || q.Dim(3) == 1);
+}
+
+// The bytes [lo, hi) an array's elements span (gaps included).
+struct ByteRange {
+  std::uintptr_t lo = 0, hi = 0;
+};
+
+ByteRange RangeOf(const void* data, DType dtype, std::span<const std::int64_t> shape,
+                  std::span<const std::int64_t> strides) {
+  std::int64_t lo = 0, hi = 0;
+  for (std::size_t axis = 0; axis < shape.size(); ++axis) {
+    if (shape[axis] == 0) return {};
+    const std::int64_t reach = (shape[axis] - 1) * strides[axis];
+    (reach < 0 ? lo : hi) += reach;
+  }
+  const auto elem = static_cast<std::int64_t>(SizeOf(dtype));
+  const auto base = reinterpret_cast<std::uintptr_t>(data);
+  return {base - static_cast<std::uintptr_t>(-lo * elem),
+          base + static_cast<std::uintptr_t>((hi + 1) * elem)};
+}
+
+ByteRange RangeOf(const kernels::ArrayRef& a) {
+  return RangeOf(a.data, a.dtype, a.shape, a.strides);
+}
+
+ByteRange RangeOf(const Tensor& t) {
+  if (t.Empty()) return {};
+  const kernels::ArrayRef a = ToArrayRef(t);
+  return RangeOf(a);
+}
+
+bool Overlap(const ByteRange& a, const ByteRange& b) {
+  return a.lo < a.hi && b.lo < b.hi && a.lo < b.hi && b.lo < a.hi;
+}
+
+// Whether two elements in view share an address: with the axes of dim > 1
+// sorted by |stride|, each stride must step over everything the smaller ones reach.
+bool ElementsOverlap(const Tensor& t) {
+  std::array<std::pair<std::int64_t, std::int64_t>, 4> axes{};  // (|stride|, dim)
+  std::size_t n = 0;
+  for (int axis = 0; axis < t.Rank(); ++axis) {
+    if (t.Dim(axis) > 1) axes[n++] = {std::abs(t.Stride(axis)), t.Dim(axis)};
+  }
+  // Insertion sort: std::sort over a 4-array trips GCC 12's -Warray-bounds.
+  for (std::size_t i = 1; i < n; ++i) {
+    for (std::size_t j = i; j > 0 && axes[j] < axes[j - 1]; --j) std::swap(axes[j], axes[j - 1]);
+  }
+  std::int64_t reach = 0;  // the largest offset the smaller axes make
+  for (std::size_t i = 0; i < n; ++i) {
+    if (axes[i].first <= reach) return true;
+    reach += axes[i].first * (axes[i].second - 1);
+  }
+  return false;
+}
+
+void CheckOut(const char* function, const Tensor& out, const Tensor& q, std::int64_t v_dim) {
   const std::int64_t heads = q.Dim(1), length = q.Dim(2);
-  kernels::SdpaParams params;
-  params.q = ToArrayRef(query);
-  params.kv = segments;
-  params.scale = scale;
-  Tensor mask_array;  // keeps a materialised mask alive for the call
+  if (out.Empty()) {
+    throw ShapeError(fmt::format("[{}] out is empty (no storage); expected f32 [1, {}, {}, {}]",
+                                 function, heads, length, v_dim));
+  }
+  if (!out.IsWritable()) {
+    throw ShapeError(
+        fmt::format("[{}] out (shape {}) is read-only (borrowed through a const pointer)", function,
+                    out.GetShape()));
+  }
+  if (out.Dtype() != DType::kF32) {
+    throw ShapeError(fmt::format("[{}] out has dtype {}, expected f32", function, out.Dtype()));
+  }
+  if (out.Rank() != 4 || out.Dim(0) != 1 || out.Dim(1) != heads || out.Dim(2) != length ||
+      out.Dim(3) != v_dim) {
+    throw ShapeError(fmt::format("[{}] out has shape {}, expected [1, {}, {}, {}] (q shape {})",
+                                 function, out.GetShape(), heads, length, v_dim, q.GetShape()));
+  }
+  if (ElementsOverlap(out)) {
+    throw ShapeError(fmt::format(
+        "[{}] out (shape {}, strides [{}, {}, {}, {}]) has elements that share memory", function,
+        out.GetShape(), out.Stride(0), out.Stride(1), out.Stride(2), out.Stride(3)));
+  }
+  if (Overlap(RangeOf(out), RangeOf(q))) {
+    throw ShapeError(fmt::format("[{}] out (shape {}) overlaps q (shape {}) in memory", function,
+                                 out.GetShape(), q.GetShape()));
+  }
+}
+
+// The mask as the kernel takes it; `mask_array` keeps a materialised one alive.
+kernels::MaskSpec KernelMask(const char* function, const AttentionMask& mask, std::int64_t heads,
+                             std::int64_t length, std::int64_t keys, std::int64_t first_position,
+                             Tensor& mask_array) {
+  kernels::MaskSpec spec;
   if (mask.HasArray() || mask.IsRelaxed()) {
-    mask_array = mask.AsArray(length, kv.length, first_position);  // [1, 1 or H, L, K]
+    mask_array = mask.AsArray(length, keys, first_position);  // [1, 1 or H, L, K]
     if (mask_array.Dim(1) != 1 && mask_array.Dim(1) != heads) {
       throw ShapeError(fmt::format("[{}] mask dim 1 (heads) is {}, expected 1 or {}", function,
                                    mask_array.Dim(1), heads));
     }
-    params.mask.kind = kernels::MaskKind::kAdditive;
-    params.mask.data = mask_array.Data();
-    params.mask.strides = {0, mask_array.Dim(1) == 1 ? 0 : length * kv.length, kv.length, 1};
-  } else {
-    switch (mask.StructuralKind()) {
-      case AttentionMask::Kind::kNone:
-        break;
-      case AttentionMask::Kind::kWindow:
-        params.mask.kind = kernels::MaskKind::kWindow;
-        params.mask.window = mask.Window();
-        break;
-      case AttentionMask::Kind::kCausal:
-      case AttentionMask::Kind::kSlidingWindow:
-        if (length > kv.length) {
-          throw ShapeError(fmt::format("[{}] a causal mask needs L <= K, but L is {} and K is {}",
-                                       function, length, kv.length));
-        }
-        params.mask.kind = mask.StructuralKind() == AttentionMask::Kind::kCausal
-                               ? kernels::MaskKind::kCausal
-                               : kernels::MaskKind::kSlidingWindow;
-        params.mask.window = mask.Window();
-        break;
-    }
+    spec.kind = kernels::MaskKind::kAdditive;
+    spec.data = mask_array.Data();
+    spec.strides = {0, mask_array.Dim(1) == 1 ? 0 : length * keys, keys, 1};
+    return spec;
   }
-  // Sdpa writes every element (zeros for a row that sees no key): no fill needed.
-  Tensor out = Tensor::Uninitialized(DType::kF32, {1, heads, length, kv.v_dim});
-  params.out = static_cast<float*>(out.MutableData());
-  params.out_strides = {heads * length * kv.v_dim, length * kv.v_dim, kv.v_dim, 1};
-  kernels::Sdpa(params, ctx.Kernels(), ctx.Pool());
-  return out;
+  switch (mask.StructuralKind()) {
+    case AttentionMask::Kind::kNone:
+      break;
+    case AttentionMask::Kind::kWindow:
+      spec.kind = kernels::MaskKind::kWindow;
+      spec.window = mask.Window();
+      break;
+    case AttentionMask::Kind::kCausal:
+    case AttentionMask::Kind::kSlidingWindow:
+      if (length > keys) {
+        throw ShapeError(fmt::format("[{}] a causal mask needs L <= K, but L is {} and K is {}",
+                                     function, length, keys));
+      }
+      spec.kind = mask.StructuralKind() == AttentionMask::Kind::kCausal
+                      ? kernels::MaskKind::kCausal
+                      : kernels::MaskKind::kSlidingWindow;
+      spec.window = mask.Window();
+      break;
+  }
+  return spec;
 }
 
-}  // namespace
+constexpr std::size_t RoundUp(std::size_t bytes) {
+  return (bytes + kernels::kSdpaWorkspaceAlignment - 1) / kernels::kSdpaWorkspaceAlignment *
+         kernels::kSdpaWorkspaceAlignment;
+}
 
-Tensor Attention(const Tensor& q, const KVHistory& history, const AttentionMask& logical_mask,
-                 float scale, Context& ctx) {
+// q [1, Hq, L, D] of any dtype and strides -> contiguous f32 at dst.
+void ConvertQuery(const Tensor& q, float* dst, const kernels::KernelTable& table) {
+  const std::int64_t heads = q.Dim(1), length = q.Dim(2), dim = q.Dim(3);
+  const auto elem = static_cast<std::int64_t>(SizeOf(q.Dtype()));
+  const auto* src = static_cast<const std::byte*>(q.Data());
+  for (std::int64_t h = 0; h < heads; ++h) {
+    for (std::int64_t l = 0; l < length; ++l) {
+      const std::byte* row = src + (h * q.Stride(1) + l * q.Stride(2)) * elem;
+      float* out = dst + (h * length + l) * dim;
+      if (q.Stride(3) == 1) {
+        table.convert(q.Dtype(), row, DType::kF32, out, static_cast<std::size_t>(dim));
+        continue;
+      }
+      for (std::int64_t c = 0; c < dim; ++c) {
+        table.convert(q.Dtype(), row + c * q.Stride(3) * elem, DType::kF32, out + c, 1);
+      }
+    }
+  }
+}
+
+// first_position: the absolute position of the oldest key, for relaxed cells.
+void Run(const char* function, const Tensor& q, const KvShape& kv, KvSource source,
+         const AttentionMask& mask, float scale, std::int64_t first_position, Context& ctx,
+         Tensor& out) {
+  CheckQuery(function, q, kv);
+  const std::int64_t heads = q.Dim(1), length = q.Dim(2);
+  Tensor mask_array;  // keeps a materialised mask alive for the call
+  kernels::SdpaParams params;
+  params.mask = KernelMask(function, mask, heads, length, kv.length, first_position, mask_array);
+  CheckOut(function, out, q, kv.v_dim);
+  if (Overlap(RangeOf(out), RangeOf(mask_array))) {
+    throw ShapeError(fmt::format("[{}] out (shape {}) overlaps the mask array in memory", function,
+                                 out.GetShape()));
+  }
+
+  // The arena: [segments | q as f32, when converted | Sdpa's workspace].
+  const kernels::KernelTable& table = detail::ContextAccess::Kernels(ctx);
+  kernels::Executor& executor = detail::ContextAccess::Executor(ctx);
+  const std::int64_t segments =
+      source.view != nullptr ? detail::KvAccess::SegmentCount(*source.view) : 1;
+  const bool convert_q = !QueryInPlace(q);
+  kernels::SdpaShape shape;
+  shape.batch = 1;
+  shape.q_heads = heads;
+  shape.kv_heads = kv.heads;
+  shape.queries = length;
+  shape.keys = kv.length;
+  shape.key_dim = kv.k_dim;
+  shape.value_dim = kv.v_dim;
+  shape.segments = segments;
+  const std::size_t segment_bytes =
+      RoundUp(static_cast<std::size_t>(segments) * sizeof(kernels::KvSegment));
+  const std::size_t q_bytes =
+      convert_q ? RoundUp(static_cast<std::size_t>(q.NumElements()) * sizeof(float)) : 0;
+  const std::size_t work_bytes = kernels::SdpaWorkspaceBytes(shape, executor.Concurrency());
+  const std::unique_lock<std::mutex> arena_lock = detail::ContextAccess::Exclusive(ctx);
+  const std::span<std::byte> arena =
+      detail::ContextAccess::Arena(function, ctx, segment_bytes + q_bytes + work_bytes);
+
+  auto* const segment_data = reinterpret_cast<kernels::KvSegment*>(arena.data());
+  const std::span<kernels::KvSegment> kernel_segments(segment_data,
+                                                      static_cast<std::size_t>(segments));
+  if (source.view != nullptr) {
+    std::uninitialized_default_construct(kernel_segments.begin(), kernel_segments.end());
+    detail::KvAccess::KernelSegments(*source.view, kernel_segments);
+  } else {
+    std::uninitialized_copy_n(source.single, 1, kernel_segments.begin());
+  }
+  const ByteRange out_range = RangeOf(out);
+  for (const kernels::KvSegment& seg : kernel_segments) {
+    if (Overlap(out_range, RangeOf(seg.k)) || Overlap(out_range, RangeOf(seg.v))) {
+      throw ShapeError(fmt::format("[{}] out (shape {}) overlaps the keys or values in memory",
+                                   function, out.GetShape()));
+    }
+  }
+
+  params.q = ToArrayRef(q);
+  if (convert_q) {
+    auto* const q_data = reinterpret_cast<float*>(arena.data() + segment_bytes);
+    ConvertQuery(q, q_data, table);
+    params.q.data = q_data;
+    params.q.dtype = DType::kF32;
+    params.q.strides = {heads * length * kv.k_dim, length * kv.k_dim, kv.k_dim, 1};
+  }
+  params.kv = kernel_segments;
+  params.scale = scale;
+  params.out = static_cast<float*>(out.MutableData());
+  for (int axis = 0; axis < 4; ++axis) {
+    params.out_strides[static_cast<std::size_t>(axis)] = out.Stride(axis);
+  }
+  // Sdpa writes every element in view (zeros for a row that sees no key).
+  kernels::Sdpa(params, table, executor, arena.subspan(segment_bytes + q_bytes));
+}
+
+KvShape ShapeOfHistory(const KVHistory& history) {
   const KvView& kv = history.Kv();
   const KvShape shape{kv.Heads(), kv.Length(), kv.KeyDim(), kv.ValueDim()};
   if (shape.length < 1) throw ShapeError("[Attention] the history holds no keys");
-  const AttentionMask mask = history.ApplyMask(logical_mask, ctx.Kernels());
-  const std::vector<kernels::KvSegment> segments = kv.KernelSegments();
-  return Run("Attention", q, shape, segments, mask, scale, history.Applier().first_position, ctx);
+  return shape;
 }
 
-Tensor ScaledDotProductAttention(const Tensor& q, const Tensor& k, const Tensor& v,
-                                 const AttentionMask& mask, float scale, Context& ctx) {
+struct PlainKv {
+  Tensor keys, values;  // unit inner stride
+  KvShape shape;
+};
+
+PlainKv CheckPlainKv(const Tensor& k, const Tensor& v) {
   constexpr const char* kFn = "ScaledDotProductAttention";
   if (k.Rank() != 4 || v.Rank() != 4) {
     throw ShapeError(fmt::format("[{}] k shape {} and v shape {} must both be rank 4", kFn,
@@ -124,12 +312,47 @@ Tensor ScaledDotProductAttention(const Tensor& q, const Tensor& k, const Tensor&
                                  k.GetShape(), v.GetShape()));
   }
   // The kernels walk the head dim contiguously.
-  const Tensor keys = k.Stride(3) == 1 ? k : k.Contiguous();
-  const Tensor values = v.Stride(3) == 1 ? v : v.Contiguous();
-  const kernels::KvSegment segment{ToArrayRef(keys), ToArrayRef(values)};
-  const KvShape shape{k.Dim(1), k.Dim(2), k.Dim(3), v.Dim(3)};
-  return Run(kFn, q, shape, std::span<const kernels::KvSegment>(&segment, 1), mask, scale,
-             /*first_position=*/0, ctx);
+  return {k.Stride(3) == 1 ? k : k.Contiguous(), v.Stride(3) == 1 ? v : v.Contiguous(),
+          KvShape{k.Dim(1), k.Dim(2), k.Dim(3), v.Dim(3)}};
+}
+
+}  // namespace
+
+void Attention(const Tensor& q, const KVHistory& history, const AttentionMask& logical_mask,
+               float scale, Context& ctx, Tensor& out) {
+  const KvShape shape = ShapeOfHistory(history);
+  const AttentionMask mask =
+      detail::KvAccess::ApplyMask(history, logical_mask, detail::ContextAccess::Kernels(ctx));
+  Run("Attention", q, shape, KvSource{&history.Kv(), nullptr}, mask, scale,
+      detail::KvAccess::Applier(history).first_position, ctx, out);
+}
+
+Tensor Attention(const Tensor& q, const KVHistory& history, const AttentionMask& logical_mask,
+                 float scale, Context& ctx) {
+  const KvShape shape = ShapeOfHistory(history);
+  CheckQuery("Attention", q, shape);
+  Tensor out = Tensor::Uninitialized(DType::kF32, {1, q.Dim(1), q.Dim(2), shape.v_dim});
+  Attention(q, history, logical_mask, scale, ctx, out);
+  return out;
+}
+
+void ScaledDotProductAttention(const Tensor& q, const Tensor& k, const Tensor& v,
+                               const AttentionMask& mask, float scale, Context& ctx, Tensor& out) {
+  const PlainKv kv = CheckPlainKv(k, v);
+  const kernels::KvSegment segment{ToArrayRef(kv.keys), ToArrayRef(kv.values)};
+  Run("ScaledDotProductAttention", q, kv.shape, KvSource{nullptr, &segment}, mask, scale,
+      /*first_position=*/0, ctx, out);
+}
+
+Tensor ScaledDotProductAttention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                 const AttentionMask& mask, float scale, Context& ctx) {
+  const PlainKv kv = CheckPlainKv(k, v);
+  CheckQuery("ScaledDotProductAttention", q, kv.shape);
+  Tensor out = Tensor::Uninitialized(DType::kF32, {1, q.Dim(1), q.Dim(2), kv.shape.v_dim});
+  const kernels::KvSegment segment{ToArrayRef(kv.keys), ToArrayRef(kv.values)};
+  Run("ScaledDotProductAttention", q, kv.shape, KvSource{nullptr, &segment}, mask, scale,
+      /*first_position=*/0, ctx, out);
+  return out;
 }
 
 }  // namespace ringkv

@@ -1,5 +1,6 @@
 #include "block_store.h"
 
+#include <atomic>
 #include <gsl/assert>
 #include <gsl/narrow>
 
@@ -97,7 +98,18 @@ BlockStore::Block& BlockStore::Writable(std::size_t block) {
     // Another store (a snapshot, a fork) still reads this block: give this store
     // its own copy before writing.
     slot = std::make_shared<Block>(Block{slot->keys.Clone(), slot->values.Clone()});
+    return *slot;
   }
+  // This store is the last owner, but the others may have read the block and let
+  // go of it on other threads: use_count() is a relaxed load, so acquire their
+  // release (the count's decrement) before writing over what they read.
+#if defined(__SANITIZE_THREAD__)
+  // ThreadSanitizer does not model fences; copying the pointer is an acq_rel
+  // read-modify-write of the same count (libstdc++), which it does see.
+  { const std::shared_ptr<Block> acquire = slot; }
+#else
+  std::atomic_thread_fence(std::memory_order_acquire);
+#endif
   return *slot;
 }
 

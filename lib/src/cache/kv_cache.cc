@@ -6,6 +6,7 @@
 #include <gsl/assert>
 
 #include "block_store.h"
+#include "kv_access.h"
 #include "kv_input.h"
 #include "ringkv/error.h"
 #include "snapshots.h"
@@ -104,14 +105,15 @@ KVHistory KVCache::Update(const Tensor& keys, const Tensor& values) {
   store_->Append(keys, values);
   offset_ = new_offset;
   Ensures(store_->Length() == offset_);
-  return KVHistory(State(), MaskApplier{MaskApplier::Kind::kIdentity, length, offset_, 0, 0});
+  return detail::MakeHistory(
+      State(), detail::MaskApplier{detail::MaskApplier::Kind::kIdentity, length, offset_, 0, 0});
 }
 
-KVHistory KVCache::View() const { return KVHistory(State()); }
+KVHistory KVCache::View() const { return detail::MakeHistory(State(), {}); }
 
 KvView KVCache::State() const {
   KvView view;
-  if (offset_ > 0) view.AddRange(store_.get(), 0, offset_);
+  if (offset_ > 0) detail::AddRange(view, store_.get(), 0, offset_);
   return view;
 }
 

@@ -7,19 +7,26 @@
 
 #include "block_store.h"
 #include "kernel_args.h"
+#include "kv_access.h"
 #include "ringkv/error.h"
 #include "ringkv/tensor_ops.h"
 
 namespace ringkv {
 
-void KvView::AddRange(const detail::BlockStore* store, std::int64_t begin, std::int64_t end) {
+namespace detail {
+
+void KvAccess::AddRange(KvView& view, const BlockStore* store, std::int64_t begin,
+                        std::int64_t end) {
   Expects(store != nullptr && store->Epoch() != nullptr);
   Expects(begin >= 0 && begin <= end && end <= store->Length());
-  Expects(range_count_ < kMaxRanges);
-  Expects(range_count_ == 0 || ranges_[0].store->Layout() == store->Layout());
+  Expects(view.range_count_ < KvView::kMaxRanges);
+  Expects(view.range_count_ == 0 || view.ranges_[0].store->Layout() == store->Layout());
   if (begin == end) return;
-  ranges_[range_count_++] = Range{store, begin, end, store->Epoch(), store->Epoch()->generation};
+  view.ranges_[view.range_count_++] =
+      KvView::Range{store, begin, end, store->Epoch(), store->Epoch()->generation};
 }
+
+}  // namespace detail
 
 void KvView::CheckCurrent(const char* function) const {
   for (std::size_t i = 0; i < range_count_; ++i) {
@@ -94,41 +101,51 @@ Tensor KvView::ConcatValues() const {
   return Concatenate(parts, 2);
 }
 
-std::vector<kernels::KvSegment> KvView::KernelSegments() const {
-  CheckCurrent("KernelSegments");
-  std::vector<kernels::KvSegment> out;
-  for (std::size_t i = 0; i < range_count_; ++i) {
-    ranges_[i].store->ForEachSegment(ranges_[i].begin, ranges_[i].end,
-                                     [&](const detail::BlockStore::Segment& s) {
-                                       out.push_back({ToArrayRef(s.keys), ToArrayRef(s.values)});
-                                     });
+namespace detail {
+
+std::int64_t KvAccess::SegmentCount(const KvView& view) {
+  view.CheckCurrent("KernelSegments");
+  std::int64_t count = 0;
+  for (std::size_t i = 0; i < view.range_count_; ++i) {
+    const KvView::Range& r = view.ranges_[i];
+    r.store->ForEachRun(r.begin, r.end, [&](std::size_t, std::int64_t, std::int64_t) { ++count; });
   }
-  return out;
+  return count;
 }
 
-}  // namespace ringkv
+void KvAccess::KernelSegments(const KvView& view, std::span<kernels::KvSegment> out) {
+  view.CheckCurrent("KernelSegments");
+  std::size_t next = 0;
+  for (std::size_t i = 0; i < view.range_count_; ++i) {
+    const KvView::Range& r = view.ranges_[i];
+    r.store->ForEachSegment(r.begin, r.end, [&](const BlockStore::Segment& s) {
+      Expects(next < out.size());
+      out[next++] = {ToArrayRef(s.keys), ToArrayRef(s.values)};
+    });
+  }
+  Expects(next == out.size());
+}
 
-namespace ringkv {
-
-AttentionMask KVHistory::ApplyMask(const AttentionMask& logical,
-                                   const kernels::KernelTable& table) const {
-  switch (applier_.kind) {
+AttentionMask KvAccess::ApplyMask(const KVHistory& history, const AttentionMask& logical,
+                                  const kernels::KernelTable& table) {
+  const MaskApplier& applier = history.applier_;
+  switch (applier.kind) {
     case MaskApplier::Kind::kIdentity:
       return logical;
     case MaskApplier::Kind::kLogicalSliding:
-      return logical.Intersect(AttentionMask::WindowOnly(applier_.window));
+      return logical.Intersect(AttentionMask::WindowOnly(applier.window));
     case MaskApplier::Kind::kRotating:
       break;
   }
-  if (applier_.query_len > 1) {
+  if (applier.query_len > 1) {
     // Prefill: the concat path left storage in logical order.
-    return logical.Intersect(AttentionMask::WindowOnly(applier_.window));
+    return logical.Intersect(AttentionMask::WindowOnly(applier.window));
   }
   // Decode: storage holds exactly the window and nothing after the query.
   if (logical.IsZero() || logical.IsCausal()) return AttentionMask::Zero();
-  const std::int64_t k = applier_.key_len;
-  const Tensor array = logical.AsArray(1, k, applier_.first_position);  // [1, h, 1, K], logical
-  const std::int64_t ring = applier_.ring_idx % k;
+  const std::int64_t k = applier.key_len;
+  const Tensor array = logical.AsArray(1, k, applier.first_position);  // [1, h, 1, K], logical
+  const std::int64_t ring = applier.ring_idx % k;
   if (ring == 0) return AttentionMask::Additive(array);
   Tensor gathered = Tensor::Zeros(DType::kF32, array.GetShape());
   const std::int64_t rows = array.Dim(1) * array.Dim(2);
@@ -137,4 +154,5 @@ AttentionMask KVHistory::ApplyMask(const AttentionMask& logical,
   return AttentionMask::Additive(gathered);
 }
 
+}  // namespace detail
 }  // namespace ringkv

@@ -7,6 +7,7 @@
 #include <gsl/narrow>
 
 #include "block_store.h"
+#include "kv_access.h"
 #include "kv_input.h"
 #include "ringkv/error.h"
 #include "snapshots.h"
@@ -66,9 +67,10 @@ KVHistory RotatingKVCache::Update(const Tensor& keys, const Tensor& values) {
   if (!store_->HasLayout()) store_->SetLayout(layout);
   const std::int64_t key_len = AppendKv(keys, values);
   KvView view;
-  view.AddRange(store_.get(), 0, key_len);
-  return KVHistory(view, MaskApplier{MaskApplier::Kind::kRotating, keys.Dim(2), key_len, max_size_,
-                                     idx_, offset_ - key_len});
+  detail::AddRange(view, store_.get(), 0, key_len);
+  return detail::MakeHistory(
+      view, detail::MaskApplier{detail::MaskApplier::Kind::kRotating, keys.Dim(2), key_len,
+                                max_size_, idx_, offset_ - key_len});
 }
 
 std::int64_t RotatingKVCache::AppendKv(const Tensor& keys, const Tensor& values) {
@@ -143,7 +145,9 @@ void RotatingKVCache::UpdateInPlace(const Tensor& keys, const Tensor& values) {
   idx_ += 1;
 }
 
-KVHistory RotatingKVCache::View() const { return KVHistory(LogicalTail(max_size_ - 1)); }
+KVHistory RotatingKVCache::View() const {
+  return detail::MakeHistory(LogicalTail(max_size_ - 1), {});
+}
 
 KvView RotatingKVCache::LogicalTail(std::int64_t keep) const {
   KvView view;
@@ -153,17 +157,17 @@ KvView RotatingKVCache::LogicalTail(std::int64_t keep) const {
   keep = std::min(keep, k);
   const std::int64_t start = k - keep;  // logical index of the first kept token
   if (k > max_size_ || offset_ < max_size_) {
-    view.AddRange(store_.get(), start, k);  // storage order is logical order
+    detail::AddRange(view, store_.get(), start, k);  // storage order is logical order
     return view;
   }
   // Logical index j lives at slot (oldest + j) mod k.
   const std::int64_t oldest = idx_ % k;
   const std::int64_t tail = k - oldest;  // logical [0, tail) = slots [oldest, k)
   if (start < tail) {
-    view.AddRange(store_.get(), oldest + start, k);
-    if (oldest > 0) view.AddRange(store_.get(), 0, oldest);
+    detail::AddRange(view, store_.get(), oldest + start, k);
+    if (oldest > 0) detail::AddRange(view, store_.get(), 0, oldest);
   } else {
-    view.AddRange(store_.get(), start - tail, oldest);
+    detail::AddRange(view, store_.get(), start - tail, oldest);
   }
   return view;
 }
@@ -172,7 +176,7 @@ KvView RotatingKVCache::State() const {
   KvView view;
   if (!has_buffer_) return view;
   const std::int64_t live = std::min<std::int64_t>(offset_, store_->Length());
-  if (live > 0) view.AddRange(store_.get(), 0, live);
+  if (live > 0) detail::AddRange(view, store_.get(), 0, live);
   return view;
 }
 

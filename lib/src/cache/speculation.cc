@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 
+#include "kv_access.h"
 #include "kv_input.h"
 #include "ringkv/error.h"
 #include "speculative_caches.h"
@@ -84,12 +85,13 @@ KVHistory IsolatedKvCache::Update(const Tensor& keys, const Tensor& values) {
   CheckDraft("KVCache speculation Update", keys);
   offset_ += Record("KVCache speculation Update", drafts_, *target_->store_,
                     target_->StorageDtype(), keys, values);
-  return KVHistory(State(), MaskApplier{MaskApplier::Kind::kIdentity, keys.Dim(2), offset_, 0, 0});
+  return detail::MakeHistory(State(), detail::MaskApplier{detail::MaskApplier::Kind::kIdentity,
+                                                          keys.Dim(2), offset_, 0, 0});
 }
 
 KvView IsolatedKvCache::State() const {
   KvView view = target_->State();
-  if (drafts_.Length() > 0) view.AddRange(&drafts_, 0, drafts_.Length());
+  if (drafts_.Length() > 0) detail::AddRange(view, &drafts_, 0, drafts_.Length());
   return view;
 }
 
@@ -101,16 +103,17 @@ KVHistory SpeculativeRotatingKvCache::Update(const Tensor& keys, const Tensor& v
   offset_ += Record("RotatingKVCache speculation Update", drafts_, *target_->store_,
                     target_->StorageDtype(), keys, values);
   KvView view = target_->LogicalTail(target_->MaxSize() - 1);
-  view.AddRange(&drafts_, 0, drafts_.Length());
+  detail::AddRange(view, &drafts_, 0, drafts_.Length());
   // Logical order: the window applies as a window-only mask (future keys stay as the caller says).
-  return KVHistory(view, MaskApplier{MaskApplier::Kind::kLogicalSliding, keys.Dim(2), view.Length(),
-                                     target_->MaxSize(), 0, offset_ - view.Length()});
+  return detail::MakeHistory(
+      view, detail::MaskApplier{detail::MaskApplier::Kind::kLogicalSliding, keys.Dim(2),
+                                view.Length(), target_->MaxSize(), 0, offset_ - view.Length()});
 }
 
 KvView SpeculativeRotatingKvCache::State() const {
   if (drafts_.Length() == 0) return target_->State();
   KvView view = target_->LogicalTail(target_->MaxSize() - 1);
-  view.AddRange(&drafts_, 0, drafts_.Length());
+  detail::AddRange(view, &drafts_, 0, drafts_.Length());
   return view;
 }
 
@@ -118,7 +121,7 @@ void SpeculativeRotatingKvCache::Commit(int n) {
   Expects(n >= 0 && n <= Drafted());
   if (n == 0) return;
   KvView accepted;
-  accepted.AddRange(&drafts_, 0, n);
+  detail::AddRange(accepted, &drafts_, 0, n);
   // Through the normal write path: decode for one token, concat for more.
   target_->Update(accepted.ConcatKeys(), accepted.ConcatValues());
 }

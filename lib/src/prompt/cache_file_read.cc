@@ -24,7 +24,7 @@ struct LayerPlan {
   int window = 0;  // 0: a KVCache
   std::int64_t block_tokens = 0;
   std::optional<DType> storage_dtype;  // the cache's, not the stored K/V's
-  detail::LayerRecord state;  // present when the caches hold tokens
+  detail::LayerRecord state;           // present when the caches hold tokens
 };
 
 // Ringkv's own "__metadata__" keys; the caller's start with kUserPrefix.
@@ -79,7 +79,8 @@ LayerPlan ParseLayer(const json& layer, int offset, const std::string& where,
   }
   const std::optional<detail::KvLayout> layout =
       detail::ParseLayout(detail::Field(layer, "kv", where), where + ".kv");
-  if (layout.has_value() && plan.storage_dtype.has_value() && layout->dtype != *plan.storage_dtype) {
+  if (layout.has_value() && plan.storage_dtype.has_value() &&
+      layout->dtype != *plan.storage_dtype) {
     Bad("{}.kv.dtype {} is not the layer's storage_dtype {}", where, layout->dtype,
         *plan.storage_dtype);
   }
@@ -155,12 +156,11 @@ SavedCaches Decode(const detail::ByteSource& source) {
   for (std::size_t l = 0; l < plans.size(); ++l) {
     const LayerPlan& plan = plans[l];
     const std::string where = fmt::format("caches.layers[{}]", l);
-    built.push_back(
-        plan.window == 0
-            ? Restored(KVCache(plan.block_tokens, plan.storage_dtype), plan, offset, source,
-                       file.data_offset, where)
-            : Restored(RotatingKVCache(plan.window, plan.block_tokens, plan.storage_dtype), plan,
-                       offset, source, file.data_offset, where));
+    built.push_back(plan.window == 0 ? Restored(KVCache(plan.block_tokens, plan.storage_dtype),
+                                                plan, offset, source, file.data_offset, where)
+                                     : Restored(RotatingKVCache(plan.window, plan.block_tokens,
+                                                                plan.storage_dtype),
+                                                plan, offset, source, file.data_offset, where));
   }
   return SavedCaches{LayerCaches(std::move(built)), std::move(tokens), std::move(user)};
 }

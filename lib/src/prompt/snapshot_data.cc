@@ -5,6 +5,7 @@
 #include <gsl/narrow>
 
 #include "../cache/block_store.h"
+#include "../cache/kv_access.h"
 #include "../cache/kv_input.h"
 #include "../cache/snapshots.h"
 #include "ringkv/error.h"
@@ -16,7 +17,7 @@ namespace {
 // K and V of every slot of `store`, as fresh contiguous tensors.
 void CopyOut(const detail::BlockStore& store, SnapshotData& out) {
   KvView view;
-  view.AddRange(&store, 0, store.Length());
+  detail::AddRange(view, &store, 0, store.Length());
   out.keys = view.ConcatKeys().Clone();
   out.values = view.ConcatValues().Clone();
 }

@@ -14,7 +14,7 @@ std::atomic<std::size_t> count{0};
 
 void* Track(void* p) {
   if (p == nullptr) throw std::bad_alloc();
-  count.fetch_add(1);
+  count.fetch_add(1, std::memory_order_relaxed);
   const std::size_t now = live.fetch_add(malloc_usable_size(p)) + malloc_usable_size(p);
   std::size_t seen = peak.load();
   while (now > seen && !peak.compare_exchange_weak(seen, now)) {
