@@ -3,8 +3,10 @@
 // reference, Ollama's mlxrunner cache), and the attention-cache contract.
 
 #include <memory>
+#include <optional>
 #include <utility>
 
+#include "ringkv/dtype.h"
 #include "ringkv/kv_history.h"
 #include "ringkv/snapshot.h"
 #include "ringkv/tensor.h"
@@ -74,6 +76,9 @@ class AttentionCache : public Cache {
   // layer's attention reads (valid until the next mutating call; a stale view
   // throws ringkv::Error, see kv_history.h).
   virtual KVHistory Update(const Tensor& keys, const Tensor& values) = 0;
+  // The dtype Update stores (it converts any float input to it), when the cache
+  // was built with one; nullopt when the first Update's input decides.
+  virtual std::optional<DType> StorageDtype() const noexcept = 0;
 
  protected:
   AttentionCache() = default;

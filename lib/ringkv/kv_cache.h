@@ -58,7 +58,7 @@ class KVCache final : public AttentionCache {
   void Swap(KVCache& other) noexcept;
 
   std::int64_t BlockTokens() const noexcept;
-  std::optional<DType> StorageDtype() const noexcept { return storage_dtype_; }
+  std::optional<DType> StorageDtype() const noexcept override { return storage_dtype_; }
   // Bytes of storage blocks this cache references (shared blocks counted in full).
   std::size_t AllocatedBytes() const noexcept;
 

@@ -61,7 +61,7 @@ class RotatingKVCache final : public AttentionCache {
   int RingIndex() const noexcept { return idx_; }  // next decode write slot (before wrap)
   std::int64_t BufferLength() const noexcept;      // slots held (the reference's Dim(2))
   std::int64_t BlockTokens() const noexcept;
-  std::optional<DType> StorageDtype() const noexcept { return storage_dtype_; }
+  std::optional<DType> StorageDtype() const noexcept override { return storage_dtype_; }
   std::size_t AllocatedBytes() const noexcept;
 
  private:

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <numeric>
 #include <string>
+#include <vector>
 
 #include "matmul.h"
 #include "model_caches.h"
@@ -12,6 +13,7 @@
 #include "ringkv/context.h"
 #include "ringkv/error.h"
 #include "ringkv/kernels/thread_pool.h"
+#include "ringkv/kv_cache.h"
 #include "rms_norm.h"
 #include "rope.h"
 #include "sampling.h"
@@ -176,6 +178,22 @@ TEST(TinyTransformer, RejectsBadInput) {
     EXPECT_STREQ(e.what(), "[TinyTransformer::Forward] 2 caches for 3 layers");
   }
   EXPECT_EQ(caches.Offset(), 0);
+  // The model hands over f32 views: a cache without the model's storage dtype
+  // would keep f32 and disagree with the recompute, so it is refused up front.
+  std::vector<AttentionCache*> layers(caches.Layers().begin(), caches.Layers().end());
+  KVCache plain;
+  layers.back() = &plain;
+  try {
+    (void)model.Forward(good, layers, ctx);
+    FAIL() << "expected ringkv::Error";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(),
+                 "[TinyTransformer::Forward] cache 2 stores its first input's dtype, but the "
+                 "model's K/V dtype is f16 (build the caches with that storage dtype, as "
+                 "ModelCaches does)");
+  }
+  EXPECT_EQ(caches.Offset(), 0);
+  EXPECT_EQ(plain.Offset(), 0);
 }
 
 // Random weights must give usable logits: O(1) spread, not all equal, not one-hot.

@@ -40,7 +40,7 @@ class Server {
       : model_(model),
         ctx_(ctx),
         caches_(LayerCaches::Interleaved(model.Config().layers, Every(model.Config()),
-                                         model.Config().window, 4)),
+                                         model.Config().window, 4, model.Config().kv_dtype)),
         layers_(caches_.Caches()),
         cache_(caches_, OptionsFor(model.Config(), budget)) {}
 

@@ -20,10 +20,12 @@ class AttentionBackend {
 
   // Absolute position of the pass's first token (the RoPE position).
   virtual std::int64_t StartPosition() const = 0;
-  // q [1, Hq, L, D] f32 and k [1, Hkv, L, D] rotated, v [1, Hkv, L, Dv]; k and v in
-  // the model's K/V dtype. Returns [1, Hq, L, Dv] f32. Adds its time to `stats`.
-  virtual Tensor Attend(int layer, const Tensor& q, const Tensor& k, const Tensor& v, float scale,
-                        Context& ctx, ForwardStats& stats) = 0;
+  // q [1, Hq, L, D] and k [1, Hkv, L, D] rotated, v [1, Hkv, L, Dv], all f32 views
+  // of the model's row-major [L, H, D] buffers (not contiguous: head h's rows are
+  // H * D apart). Writes softmax(q k^T) v into out, a [1, Hq, L, Dv] f32 view of the
+  // model's [L, Hq, Dv] buffer. Adds its time to `stats`.
+  virtual void Attend(int layer, const Tensor& q, const Tensor& k, const Tensor& v, float scale,
+                      Context& ctx, Tensor& out, ForwardStats& stats) = 0;
 
  protected:
   AttentionBackend() = default;

@@ -13,15 +13,16 @@
 
 namespace ringkv::model {
 
-// q [1, Hq, L, D] f32. Returns [1, Hq, L, Dv] f32.
-inline Tensor AttendCached(const Tensor& q, const KVHistory& history, float scale, Context& ctx) {
-  return Attention(q, history, AttentionMask::Causal(), scale, ctx);
+// q [1, Hq, L, D]; out [1, Hq, L, Dv] f32, written in place.
+inline void AttendCached(const Tensor& q, const KVHistory& history, float scale, Context& ctx,
+                         Tensor& out) {
+  Attention(q, history, AttentionMask::Causal(), scale, ctx, out);
 }
 
-// q [1, Hq, L, D] f32, k [1, Hkv, T, D], v [1, Hkv, T, Dv] in one dtype.
-inline Tensor AttendFull(const Tensor& q, const Tensor& k, const Tensor& v,
-                         const AttentionMask& mask, float scale, Context& ctx) {
-  return ScaledDotProductAttention(q, k, v, mask, scale, ctx);
+// q [1, Hq, L, D], k [1, Hkv, T, D], v [1, Hkv, T, Dv] in one dtype; out as above.
+inline void AttendFull(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask,
+                       float scale, Context& ctx, Tensor& out) {
+  ScaledDotProductAttention(q, k, v, mask, scale, ctx, out);
 }
 
 }  // namespace ringkv::model

@@ -25,7 +25,8 @@ int Every(const ModelConfig& config) {
 }  // namespace
 
 ModelCaches::ModelCaches(const ModelConfig& config)
-    : ModelCaches(LayerCaches::Interleaved(config.layers, Every(config), config.window),
+    : ModelCaches(LayerCaches::Interleaved(config.layers, Every(config), config.window,
+                                           KVCache::kDefaultBlockTokens, config.kv_dtype),
                   Kinds(config)) {}
 
 ModelCaches::ModelCaches(LayerCaches caches, std::vector<LayerKind> kinds)

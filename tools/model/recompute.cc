@@ -13,16 +13,17 @@ class FullSequenceBackend final : public AttentionBackend {
 
   std::int64_t StartPosition() const override { return 0; }
 
-  Tensor Attend(int layer, const Tensor& q, const Tensor& k, const Tensor& v, float scale,
-                Context& ctx, ForwardStats& stats) override {
+  void Attend(int layer, const Tensor& q, const Tensor& k, const Tensor& v, float scale,
+              Context& ctx, Tensor& out, ForwardStats& stats) override {
     const AttentionMask mask = config_.KindOf(layer) == LayerKind::kGlobal
                                    ? AttentionMask::Causal()
                                    : AttentionMask::SlidingWindow(config_.window);
+    // Rounded to the K/V dtype as the caches store them, so both see the same keys.
+    const Tensor keys = k.AsType(config_.kv_dtype), values = v.AsType(config_.kv_dtype);
     const auto start = std::chrono::steady_clock::now();
-    Tensor out = AttendFull(q, k, v, mask, scale, ctx);
+    AttendFull(q, keys, values, mask, scale, ctx, out);
     stats.sdpa_seconds +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    return out;
   }
 
  private:

@@ -11,6 +11,7 @@
 #include "attention_call.h"
 #include "matmul.h"
 #include "ringkv/error.h"
+#include "ringkv/format.h"
 #include "rms_norm.h"
 #include "rope.h"
 
@@ -23,29 +24,10 @@ double Since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-// [L, H, D] row-major -> a [1, H, L, D] tensor in `dtype`.
-Tensor ToHeads(std::span<const float> x, std::int64_t len, std::int64_t heads, std::int64_t dim,
-               DType dtype) {
-  Tensor t = Tensor::Zeros(DType::kF32, {1, heads, len, dim});
-  auto* dst = static_cast<float*>(t.MutableData());
-  for (std::int64_t l = 0; l < len; ++l) {
-    for (std::int64_t h = 0; h < heads; ++h) {
-      std::copy_n(x.data() + (l * heads + h) * dim, dim, dst + (h * len + l) * dim);
-    }
-  }
-  return dtype == DType::kF32 ? t : t.AsType(dtype);
-}
-
-// A [1, H, L, D] f32 tensor -> [L, H, D] row-major.
-void FromHeads(const Tensor& t, std::span<float> x) {
-  const std::int64_t heads = t.Dim(1), len = t.Dim(2), dim = t.Dim(3);
-  Expects(t.IsContiguous() && x.size() == gsl::narrow<std::size_t>(len * heads * dim));
-  const auto* src = static_cast<const float*>(t.Data());
-  for (std::int64_t h = 0; h < heads; ++h) {
-    for (std::int64_t l = 0; l < len; ++l) {
-      std::copy_n(src + (h * len + l) * dim, dim, x.data() + (l * heads + h) * dim);
-    }
-  }
+// A [1, H, L, D] view of a row-major [L, H, D] buffer: no copy.
+template <class T>
+Tensor HeadsView(T* x, std::int64_t len, std::int64_t heads, std::int64_t dim) {
+  return Tensor::Borrow(x, DType::kF32, {len, heads, dim}).Permute({1, 0, 2}).Unsqueeze(0);
 }
 
 // The decode loop's backend: each layer's K/V goes into its cache, attention reads
@@ -56,15 +38,15 @@ class CacheBackend final : public AttentionBackend {
 
   std::int64_t StartPosition() const override { return caches_.front()->Offset(); }
 
-  Tensor Attend(int layer, const Tensor& q, const Tensor& k, const Tensor& v, float scale,
-                Context& ctx, ForwardStats& stats) override {
+  // Update converts k and v to the cache's storage dtype in its copy into the blocks.
+  void Attend(int layer, const Tensor& q, const Tensor& k, const Tensor& v, float scale,
+              Context& ctx, Tensor& out, ForwardStats& stats) override {
     const auto update_start = Clock::now();
     const KVHistory history = caches_[gsl::narrow<std::size_t>(layer)]->Update(k, v);
     stats.cache_seconds += Since(update_start);
     const auto sdpa_start = Clock::now();
-    Tensor out = AttendCached(q, history, scale, ctx);
+    AttendCached(q, history, scale, ctx, out);
     stats.sdpa_seconds += Since(sdpa_start);
-    return out;
   }
 
  private:
@@ -95,6 +77,15 @@ std::vector<float> TinyTransformer::Forward(std::span<const int> tokens,
                             config_.layers));
   }
   for (std::size_t i = 0; i < caches.size(); ++i) {
+    if (caches[i] != nullptr && caches[i]->StorageDtype() != config_.kv_dtype) {
+      const std::optional<DType> stored = caches[i]->StorageDtype();
+      throw Error(fmt::format(
+          "[TinyTransformer::Forward] cache {} stores {}, but the model's K/V dtype is {} (build "
+          "the caches with that storage dtype, as ModelCaches does)",
+          i,
+          stored.has_value() ? fmt::format("{}", *stored) : std::string("its first input's dtype"),
+          config_.kv_dtype));
+    }
     if (caches[i] == nullptr || caches[i]->Offset() != caches[0]->Offset()) {
       throw Error(
           fmt::format("[TinyTransformer::Forward] cache {} is {} but cache 0 is at offset {}", i,
@@ -122,6 +113,11 @@ std::vector<float> TinyTransformer::Run(std::span<const int> tokens, AttentionBa
   std::vector<float> q(n(len, hq * hd)), attn(n(len, hq * hd));  // [L, Hq, D]
   std::vector<float> k(n(len, hkv * hd)), v(n(len, hkv * hd));   // [L, Hkv, D]
   std::vector<float> gate(n(len, f)), up(n(len, f));             // [L, mlp_hidden]
+  // What attention reads and writes: views of those buffers, made once per pass.
+  const Tensor q_heads = HeadsView(static_cast<const float*>(q.data()), len, hq, hd);
+  const Tensor k_heads = HeadsView(static_cast<const float*>(k.data()), len, hkv, hd);
+  const Tensor v_heads = HeadsView(static_cast<const float*>(v.data()), len, hkv, hd);
+  Tensor attn_heads = HeadsView(attn.data(), len, hq, hd);
   for (std::int64_t i = 0; i < len; ++i) {
     const float* row = weights_.embedding.data.data() + tokens[gsl::narrow<std::size_t>(i)] * d;
     std::copy_n(row, d, x.data() + i * d);
@@ -137,10 +133,7 @@ std::vector<float> TinyTransformer::Run(std::span<const int> tokens, AttentionBa
     MatMul(h, len, w.wv, v, pool);
     rope.Apply(q, config_.q_heads);
     rope.Apply(k, config_.kv_heads);
-    const Tensor out = backend.Attend(
-        layer, ToHeads(q, len, hq, hd, DType::kF32), ToHeads(k, len, hkv, hd, config_.kv_dtype),
-        ToHeads(v, len, hkv, hd, config_.kv_dtype), scale, ctx, local);
-    FromHeads(out, attn);
+    backend.Attend(layer, q_heads, k_heads, v_heads, scale, ctx, attn_heads, local);
     MatMul(attn, len, w.wo, x, pool, Accumulate::kAdd);
 
     RmsNorm(x, w.mlp_norm, config_.norm_eps, h);
