@@ -13,6 +13,7 @@
 #include "ringkv/error.h"
 #include "ringkv/kernels/thread_pool.h"
 #include "ringkv/kv_cache.h"
+#include "support/own_threads_executor.h"
 
 namespace ringkv {
 namespace {
@@ -138,37 +139,13 @@ TEST_F(AttentionOutTest, ScaledDotProductAttentionIntoAGappyOut) {
   EXPECT_EQ(Bits(out.view), Bits(expected));
 }
 
-// Runs every task on threads of its own (one per worker index), and counts.
-class CountingExecutor final : public kernels::Executor {
- public:
-  int Concurrency() const noexcept override { return kWorkers; }
-  void Run(std::size_t tasks, kernels::TaskRef fn) noexcept override {
-    ++runs;
-    std::atomic<std::size_t> next{0};
-    std::vector<std::thread> threads;
-    for (int w = 0; w < kWorkers; ++w) {
-      threads.emplace_back([&, w] {
-        for (std::size_t t = next++; t < tasks; t = next++) {
-          fn(t, w);
-          ++tasks_run;
-          if (std::this_thread::get_id() == caller) ++on_caller;
-        }
-      });
-    }
-    for (std::thread& t : threads) t.join();
-  }
-  static constexpr int kWorkers = 3;
-  std::thread::id caller = std::this_thread::get_id();
-  std::atomic<int> runs{0};
-  std::atomic<int> tasks_run{0};
-  std::atomic<int> on_caller{0};
-};
+using CountingExecutor = test::OwnThreadsExecutor<3>;
 
 TEST_F(AttentionOutTest, ACallersExecutorGetsTheWorkAndGivesTheSameBits) {
   CountingExecutor executor;
   Context theirs(executor);
-  Context ours(CountingExecutor::kWorkers);
-  EXPECT_EQ(theirs.Threads(), CountingExecutor::kWorkers);
+  Context ours(executor.Concurrency());
+  EXPECT_EQ(theirs.Threads(), executor.Concurrency());
   EXPECT_EQ(&theirs.GetExecutor(), &executor);
   for (const std::int64_t l : {1, 4}) {
     const Tensor q = Random(rng_, {1, kHq, l, kD});

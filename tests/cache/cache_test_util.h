@@ -7,13 +7,28 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <string>
 #include <utility>
 #include <vector>
 
+#include "ringkv/error.h"
 #include "ringkv/kv_history.h"
 #include "ringkv/tensor.h"
 
 namespace ringkv::test {
+
+// The message of the Error `call` throws (a failure when it throws nothing, or
+// anything that is not a ringkv::Error).
+template <class Call>
+std::string ErrorOf(Call&& call) {
+  try {
+    call();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "no ringkv::Error";
+  return {};
+}
 
 struct Dims {
   std::int64_t heads = 2;

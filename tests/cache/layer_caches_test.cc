@@ -16,6 +16,8 @@
 namespace ringkv {
 namespace {
 
+using test::ErrorOf;
+
 using test::Positions;
 using test::Range;
 using test::Tokens;
@@ -115,19 +117,6 @@ TEST(LayerCaches, MergeAndSplitPerLayer) {
   EXPECT_EQ(b->Layer(1)->FromOffset(), 2);
   // Non-adjacent: rejected before any layer is merged.
   EXPECT_THROW(caches.Merge(caches.Snapshot(4), caches.Snapshot(1)), SnapshotError);
-}
-
-// The message of the Error `call` throws (a failure when it throws nothing, or
-// anything that is not a ringkv::Error).
-template <class Call>
-std::string ErrorOf(Call&& call) {
-  try {
-    call();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no ringkv::Error";
-  return {};
 }
 
 TEST(LayerCaches, LayersThatDivergeAreReportedByTheNextJointOperation) {

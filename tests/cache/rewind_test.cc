@@ -22,6 +22,8 @@
 namespace ringkv {
 namespace {
 
+using test::ErrorOf;
+
 using test::Positions;
 using test::Range;
 using test::Tokens;
@@ -52,17 +54,6 @@ struct RingHeld {
       : held(c), ring_index(c.RingIndex()), buffer(c.BufferLength()) {}
   bool operator==(const RingHeld&) const = default;
 };
-
-template <class Call>
-std::string ErrorOf(Call&& call) {
-  try {
-    call();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no ringkv::Error";
-  return {};
-}
 
 TEST(Rewind, KVCacheRewindsToAnyEarlierOffset) {
   KVCache cache(2);

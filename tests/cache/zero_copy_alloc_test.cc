@@ -9,8 +9,8 @@
 #include <random>
 #include <vector>
 
-#include "model_buffers.h"
 #include "alloc_tracker.h"
+#include "model_buffers.h"
 #include "ringkv/kv_cache.h"
 #include "ringkv/rotating_kv_cache.h"
 

@@ -18,6 +18,7 @@
 #include "ringkv/kernels/sdpa.h"
 #include "ringkv/kernels/thread_pool.h"
 #include "sdpa_run.h"
+#include "support/own_threads_executor.h"
 #include "support/sdpa_reference.h"
 
 namespace ringkv::kernels {
@@ -29,27 +30,7 @@ constexpr std::array<I64, 2> kSegments = {700, 600};  // T = 1300: split into ch
 constexpr float kSentinel = 777.25f;
 constexpr int kWorkers = 3;
 
-// Runs the tasks on threads of its own, one per worker index.
-class OwnThreadsExecutor final : public Executor {
- public:
-  int Concurrency() const noexcept override { return kWorkers; }
-  void Run(std::size_t tasks, TaskRef fn) noexcept override {
-    ++runs;
-    std::atomic<std::size_t> next{0};
-    std::vector<std::thread> threads;
-    for (int w = 0; w < kWorkers; ++w) {
-      threads.emplace_back([&, w] {
-        for (std::size_t t = next++; t < tasks; t = next++) {
-          fn(t, w);
-          ++tasks_run;
-        }
-      });
-    }
-    for (std::thread& t : threads) t.join();
-  }
-  std::atomic<int> runs{0};
-  std::atomic<int> tasks_run{0};
-};
+using OwnThreadsExecutor = test::OwnThreadsExecutor<kWorkers>;
 
 struct Problem {
   std::vector<float> q;                   // [1, Hq, L, D]
