@@ -94,7 +94,10 @@ InputTensor ReadArray(const char* function, const char* argument, py::handle obj
   py::array array = AsArray(function, argument, object);
   const DType dtype = DtypeOf(function, argument, array);
   if (!Borrowable(array)) {
-    array = py::module_::import("numpy").attr("ascontiguousarray")(array);
+    // np.array copies always (ascontiguousarray would keep a misaligned but
+    // contiguous array as it is); the copy is aligned and C-contiguous.
+    array = py::module_::import("numpy").attr("array")(array, py::arg("copy") = true,
+                                                       py::arg("order") = "C");
   }
   const std::vector<std::int64_t> strides = ElementStrides(array);
   try {
