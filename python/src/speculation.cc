@@ -22,6 +22,7 @@ struct SpeculationState {
   // outlive the speculation, whose destructor rolls them back.
   py::object caches;
   std::optional<Speculation> speculation;  // empty once rolled back
+  std::vector<bool> present;               // per layer: false where None was given
   bool ended = false;                      // committed or rolled back
 };
 
@@ -52,7 +53,7 @@ class SpeculationSource final : public CacheSource {
 struct PySpeculation {
   std::shared_ptr<SpeculationState> state;
 
-  std::size_t Size() const { return state->speculation ? state->speculation->Caches().size() : 0; }
+  std::size_t Size() const { return state->present.size(); }
   py::object Layer(std::int64_t index) const;
   void Commit(int n);
   void Rollback() noexcept {
@@ -67,10 +68,10 @@ py::object PySpeculation::Layer(std::int64_t index) const {
   if (i < 0 || i >= size) {
     throw py::index_error(fmt::format("layer {} is out of range for {} layers", index, size));
   }
-  auto source = std::make_shared<SpeculationSource>(state, static_cast<std::size_t>(i));
-  AttentionCache* cache = state->speculation->Caches()[static_cast<std::size_t>(i)];
-  if (cache == nullptr) return py::none();
-  return WrapCache(std::move(source), *cache);
+  if (!state->present[static_cast<std::size_t>(i)]) return py::none();
+  // A wrapper is neither a KVCache nor a RotatingKVCache: an AttentionCache, which
+  // raises ringkv.Error once the speculation has ended.
+  return py::cast(PyCache(std::make_shared<SpeculationSource>(state, static_cast<std::size_t>(i))));
 }
 
 void PySpeculation::Commit(int n) {
@@ -120,6 +121,7 @@ py::object Speculate(py::object caches) {
     state->caches = py::tuple(caches);
   }
   state->speculation.emplace(BeginSpeculation(layers));
+  for (const AttentionCache* layer : layers) state->present.push_back(layer != nullptr);
   return py::cast(PySpeculation{std::move(state)});
 }
 
