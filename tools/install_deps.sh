@@ -8,6 +8,7 @@ packages=(
   libxsimd-dev libfmt-dev libmsgsl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libxxhash-dev nlohmann-json3-dev libcli11-dev pkg-config
+  pybind11-dev python3-dev python3-numpy python3-pytest
 )
 # Extra packages for a particular script (e.g. clang for the sanitizer job).
 packages+=("$@")

@@ -1,8 +1,10 @@
 # Configures ringkv with every combination of RINGKV_BUILD_TESTS,
 # RINGKV_BUILD_BENCHMARKS and RINGKV_BUILD_TOOLS, each with the packages that
 # only the parts switched off need hidden from find_package, and builds each
-# (default target). SETTINGS holds the compiler and flags of the tree that runs
-# the test.
+# (default target). RINGKV_BUILD_PYTHON is off in those eight (pybind11 and
+# Python hidden) and on in a ninth tree alone, with everything else off: the
+# module depends on the libraries only, so one tree covers it without doubling
+# the eight. SETTINGS holds the compiler and flags of the tree that runs the test.
 cmake_minimum_required(VERSION 3.25)
 include(${CMAKE_CURRENT_LIST_DIR}/../sub_build.cmake)
 include(${SETTINGS})
@@ -47,7 +49,8 @@ foreach(tests IN ITEMS OFF ON)
                   ${RINGKV_SUB_BUILD_ARGS} ${launcher}
                   -S ${SOURCE_DIR} -B ${WORK_DIR}/${combo} -DRINGKV_BUILD_TESTS=${tests}
                   -DRINGKV_BUILD_BENCHMARKS=${benchmarks} -DRINGKV_BUILD_TOOLS=${tools}
-                  ${hidden})
+                  -DRINGKV_BUILD_PYTHON=OFF -DCMAKE_DISABLE_FIND_PACKAGE_pybind11=ON
+                  -DCMAKE_DISABLE_FIND_PACKAGE_Python3=ON ${hidden})
       if(build_all OR combo IN_LIST fallback_trees)
         ringkv_step("build of ${combo}" ${CMAKE_COMMAND} --build ${WORK_DIR}/${combo}
                     --parallel ${RINGKV_SUB_BUILD_JOBS})
@@ -63,4 +66,24 @@ foreach(tests IN ITEMS OFF ON)
     endforeach()
   endforeach()
 endforeach()
+
+# The Python module alone (always built: no other tree compiles it), then imported
+# from the build tree with the interpreter it was built for.
+set(combo python-only)
+string(TIMESTAMP start "%s")
+ringkv_step("configure of ${combo}" ${CMAKE_COMMAND} --no-warn-unused-cli
+            ${RINGKV_SUB_BUILD_ARGS} ${launcher}
+            -S ${SOURCE_DIR} -B ${WORK_DIR}/${combo} -DRINGKV_BUILD_TESTS=OFF
+            -DRINGKV_BUILD_BENCHMARKS=OFF -DRINGKV_BUILD_TOOLS=OFF -DRINGKV_BUILD_PYTHON=ON
+            -DCMAKE_DISABLE_FIND_PACKAGE_GTest=ON -DCMAKE_DISABLE_FIND_PACKAGE_benchmark=ON
+            -DCMAKE_DISABLE_FIND_PACKAGE_CLI11=ON)
+ringkv_step("build of ${combo}" ${CMAKE_COMMAND} --build ${WORK_DIR}/${combo}
+            --parallel ${RINGKV_SUB_BUILD_JOBS})
+load_cache(${WORK_DIR}/${combo} READ_WITH_PREFIX built_ Python3_EXECUTABLE)
+ringkv_step("import of ringkv from ${combo}" ${CMAKE_COMMAND} -E env
+            PYTHONPATH=${WORK_DIR}/${combo}/python PYTHONDONTWRITEBYTECODE=1
+            ${built_Python3_EXECUTABLE} -c "import ringkv; ringkv.KVCache()")
+string(TIMESTAMP end "%s")
+math(EXPR seconds "${end} - ${start}")
+message(STATUS "${combo}: configured, built and imported in ${seconds} s")
 file(REMOVE_RECURSE ${WORK_DIR})

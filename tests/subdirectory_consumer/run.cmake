@@ -1,6 +1,6 @@
 # Configures, builds and runs tests/subdirectory_consumer, a project that adds
-# ringkv with add_subdirectory, where GoogleTest, Google Benchmark and CLI11 (the
-# demo's command line) cannot be found: any find_package of them fails the
+# ringkv with add_subdirectory, where GoogleTest, Google Benchmark, CLI11 (the
+# demo's command line) and pybind11 cannot be found: any find_package of them fails the
 # configure. Then installs it: ringkv must install nothing into a parent's tree.
 # SETTINGS holds the compiler and flags of the tree that runs the test.
 cmake_minimum_required(VERSION 3.25)
@@ -14,7 +14,8 @@ ringkv_step("configure of the consumer" ${CMAKE_COMMAND} --no-warn-unused-cli
             -DRINGKV_SOURCE_DIR=${SOURCE_DIR}
             -DCMAKE_DISABLE_FIND_PACKAGE_GTest=ON
             -DCMAKE_DISABLE_FIND_PACKAGE_benchmark=ON
-            -DCMAKE_DISABLE_FIND_PACKAGE_CLI11=ON)
+            -DCMAKE_DISABLE_FIND_PACKAGE_CLI11=ON
+            -DCMAKE_DISABLE_FIND_PACKAGE_pybind11=ON)
 ringkv_step("build of the consumer" ${CMAKE_COMMAND} --build ${WORK_DIR}/build
             --parallel ${RINGKV_SUB_BUILD_JOBS})
 ringkv_check_consumer(${WORK_DIR}/build/consumer)

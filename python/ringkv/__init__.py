@@ -1,0 +1,26 @@
+"""ringkv: KV caches and attention for numpy decode loops.
+
+Arrays are numpy arrays [1, H, L, D] (B = 1) of float32 or float16; bfloat16 is
+passed as its raw bits in a uint16 array (numpy has no bfloat16). Inputs are
+read in place (no copy); results are arrays over ringkv's memory. See
+python/README.md or docs/python.md for the rules.
+"""
+
+from ringkv._ringkv import (  # noqa: F401
+    AttentionCache,
+    Context,
+    Error,
+    History,
+    KVCache,
+    LayerCaches,
+    LayerSnapshot,
+    RotatingKVCache,
+    ShapeError,
+    Snapshot,
+    SnapshotError,
+    Speculation,
+    attention,
+    available_isas,
+    scaled_dot_product_attention,
+    speculate,
+)
