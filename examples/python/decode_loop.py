@@ -26,10 +26,11 @@ import numpy as np
 import ringkv
 
 # Largest |cached - reference| logit allowed, per cache storage dtype. The logits
-# are O(1) (std about 1); measured over seeds 0..199 with the default sizes, the
-# worst case was 2.4e-6 with f32 storage and 2.9e-3 with f16 storage (its K/V
-# rounding, relative 2^-11, dominates); the limits are about 4x those.
-TOLERANCE = {"f32": 1e-5, "f16": 1e-2}
+# have std ~1 (max ~4). Measured over seeds 0..199 at the default sizes: at most
+# 2.2e-6 with f32 storage (float32 arithmetic) and 1.2e-3 with f16 storage (its
+# K/V rounding, relative 2^-11, dominates); the limits are about 4x those. A
+# sliding window off by one token moves logits by more than 0.5.
+TOLERANCE = {"f32": 1e-5, "f16": 5e-3}
 
 
 class Model:

@@ -8,6 +8,8 @@
 // a call that finds it busy (another thread, or the forward that prefill calls
 // back) raises ringkv.Error instead of racing.
 
+#include "ringkv/prompt_cache.h"
+
 #include <fmt/format.h>
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
@@ -26,7 +28,6 @@
 #include "register.h"
 #include "ringkv/cache_file.h"
 #include "ringkv/error.h"
-#include "ringkv/prompt_cache.h"
 
 namespace ringkv::python {
 
@@ -51,8 +52,8 @@ std::vector<int> Tokens(const char* function, py::handle tokens) {
     for (py::ssize_t i = 0; i < at.shape(0); ++i) {
       const auto id = at(i);
       if (std::cmp_greater(id, INT_MAX) || std::cmp_less(id, INT_MIN)) {
-        throw Error(fmt::format("[{}] tokens[{}] {} is outside the int range [{}, {}]", function,
-                                i, id, INT_MIN, INT_MAX));
+        throw Error(fmt::format("[{}] tokens[{}] {} is outside the int range [{}, {}]", function, i,
+                                id, INT_MIN, INT_MAX));
       }
       ids[static_cast<std::size_t>(i)] = static_cast<int>(id);
     }
@@ -112,9 +113,10 @@ class PyPromptCache {
   PyPromptCache(py::object caches, std::size_t byte_budget, py::handle fingerprint)
       : caches_object_(std::move(caches)),
         caches_(caches_object_.cast<const PyLayerCaches&>().caches),
-        cache_(*caches_, PromptCacheOptions{
-                             .byte_budget = byte_budget,
-                             .fingerprint = Utf8("PromptCache", "fingerprint", fingerprint)}) {}
+        cache_(*caches_,
+               PromptCacheOptions{.byte_budget = byte_budget,
+                                  .fingerprint = Utf8("PromptCache", "fingerprint", fingerprint)}) {
+  }
 
   // Runs `call` on the prompt cache with the GIL released (or held, for calls
   // back into Python), refusing overlapping calls. Call with the GIL held.
@@ -139,10 +141,10 @@ class PyPromptCache {
   const py::object& Caches() const noexcept { return caches_object_; }
 
  private:
-  py::object caches_object_;               // the ringkv.LayerCaches, returned by .caches
-  std::shared_ptr<LayerCaches> caches_;    // what cache_ refers to, alive while it is
+  py::object caches_object_;             // the ringkv.LayerCaches, returned by .caches
+  std::shared_ptr<LayerCaches> caches_;  // what cache_ refers to, alive while it is
   PromptCache cache_;
-  bool busy_ = false;                      // read and written with the GIL held
+  bool busy_ = false;  // read and written with the GIL held
 };
 
 void RegisterTypes(py::module_& m) {
@@ -173,8 +175,7 @@ void RegisterTypes(py::module_& m) {
         return fmt::format(
             "PromptCacheStats(lookups={}, hits={}, tokens_reused={}, evictions={}, merges={}, "
             "splits={}, bytes={}, nodes={})",
-            s.lookups, s.hits, s.tokens_reused, s.evictions, s.merges, s.splits, s.bytes,
-            s.nodes);
+            s.lookups, s.hits, s.tokens_reused, s.evictions, s.merges, s.splits, s.bytes, s.nodes);
       });
 
   py::class_<PromptNodeInfo>(m, "PromptNode", "A read-only picture of one trie node.")
@@ -216,13 +217,15 @@ void RegisterPromptCacheClass(py::module_& m) {
       .def_property_readonly("caches", &P::Caches)
       .def_property_readonly("byte_budget",
                              [](P& self) {
-                               return self.Run("PromptCache.byte_budget", false,
-                                               [](PromptCache& c) { return c.Options().byte_budget; });
+                               return self.Run(
+                                   "PromptCache.byte_budget", false,
+                                   [](PromptCache& c) { return c.Options().byte_budget; });
                              })
       .def_property_readonly("fingerprint",
                              [](P& self) {
-                               return self.Run("PromptCache.fingerprint", false,
-                                               [](PromptCache& c) { return c.Options().fingerprint; });
+                               return self.Run(
+                                   "PromptCache.fingerprint", false,
+                                   [](PromptCache& c) { return c.Options().fingerprint; });
                              })
       .def(
           "lookup",
@@ -311,11 +314,11 @@ void RegisterPromptCacheClass(py::module_& m) {
                      [&](PromptCache& c) { c.LoadFromMemory(bytes.Span()); });
           },
           py::arg("data"), "load() from a bytes-like object.")
-      .def_property_readonly(
-          "stats",
-          [](P& self) {
-            return self.Run("PromptCache.stats", false, [](PromptCache& c) { return c.Stats(); });
-          })
+      .def_property_readonly("stats",
+                             [](P& self) {
+                               return self.Run("PromptCache.stats", false,
+                                               [](PromptCache& c) { return c.Stats(); });
+                             })
       .def("nodes",
            [](P& self) {
              return self.Run("PromptCache.nodes", false, [](PromptCache& c) { return c.Nodes(); });

@@ -37,3 +37,24 @@ def test_decode_loop_fails_when_the_cache_is_wrong():
     result = run_script(EXAMPLES / "decode_loop.py", "--tolerance", "1e-12")
     assert result.returncode == 1, result.stdout + result.stderr
     assert "FAIL" in result.stderr
+
+
+def load_decode_loop():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("decode_loop", EXAMPLES / "decode_loop.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_decode_loop_catches_a_window_off_by_one(monkeypatch, capsys):
+    # The check is sensitive to the sliding window: a reference whose window is
+    # one token wider than the rotating cache's fails it.
+    decode_loop = load_decode_loop()
+    reference = decode_loop.reference_forward
+    monkeypatch.setattr(decode_loop, "reference_forward",
+                        lambda model, tokens, windows: reference(model, tokens,
+                                                                 [None, windows[1] + 1]))
+    assert decode_loop.main([]) == 1
+    assert "FAIL" in capsys.readouterr().err

@@ -4,7 +4,8 @@ The "model" here writes, for the token at position p, K/V that are a fixed
 function of (token, p): enough to tell whether the caches hold the right prefix
 (a real model's K/V also depend on the earlier tokens, which changes nothing for
 the caches). Attention outputs over what the caches hold are compared with a
-fresh cache fed the same tokens.
+fresh cache fed the same tokens (they come out identical: the same K/V, read
+in the same order).
 """
 
 import os
@@ -116,16 +117,23 @@ def test_lookup_commit_reuses_the_committed_prefix():
     assert pc.stats.hits == 1 and pc.stats.tokens_reused == len(A)
     assert pc.stats.bytes <= pc.byte_budget and pc.stats.bytes == pc.snapshot_bytes()
 
-    # A third request branching inside A: the caches hold exactly its prefix.
+    # A request branching inside A at 6: the wrapped ring has no window there, so
+    # nothing is reused, but prefill stops at 6 to capture one.
     c = A[:6] + [55, 56]
     match = pc.lookup(c)
-    assert 0 < match.reused <= 6
-    assert pc.caches.offset == match.reused
-    feed(pc.caches, c[match.reused:-1])
-    got = attend(pc.caches, c[-1:], seed=1)
-    want = fresh_outputs(c[:-1], c[-1], seed=1)
+    assert (match.reused, match.checkpoints) == (0, [6])
+    pc.prefill(c, match, lambda chunk: feed(pc.caches, chunk))
+    pc.commit(c)
+    # The next request through that branch point reuses it; the caches hold
+    # exactly its prefix: attention equals a fresh cache's.
+    d = A[:6] + [77, 78, 79]
+    match = pc.lookup(d)
+    assert match.reused == 6 and pc.caches.offset == 6
+    feed(pc.caches, d[6:-1])
+    got = attend(pc.caches, d[-1:], seed=1)
+    want = fresh_outputs(d[:-1], d[-1], seed=1)
     for g, w in zip(got, want):
-        np.testing.assert_allclose(g, w, rtol=0, atol=1e-6)
+        np.testing.assert_array_equal(g, w)  # measured: identical
 
 
 def test_prefill_stops_at_checkpoints_and_passes_chunks_in_order():
@@ -192,7 +200,7 @@ def test_save_and_load_a_prompt_cache(tmp):
     assert match.reused == len(A)
     got = attend(other.caches, b[-1:], seed=2)
     for g, w in zip(got, fresh_outputs(A, b[-1], seed=2)):
-        np.testing.assert_allclose(g, w, rtol=0, atol=1e-6)
+        np.testing.assert_array_equal(g, w)  # measured: identical
 
 
 def test_a_file_of_another_model_is_refused_with_nothing_changed(tmp):
@@ -359,3 +367,39 @@ def test_trim_prompt_cache_all_layers_or_none():
     assert [layer.offset for layer in layers] == [0, 0]
     with pytest.raises(ringkv.Error, match="num_tokens -1"):
         ringkv.trim_prompt_cache(layers, -1)
+
+
+def test_a_call_from_inside_prefill_is_refused_not_raced():
+    pc = ringkv.PromptCache(mixed_caches(), fingerprint="test")
+    match = pc.lookup(A)
+    refused = []
+
+    def forward(chunk):
+        with pytest.raises(ringkv.Error, match=r"\[PromptCache.commit\] another call"):
+            pc.commit(A)
+        refused.append(True)
+        feed(pc.caches, chunk)
+
+    pc.prefill(A, match, forward)
+    assert refused
+    pc.commit(A)  # usable again once prefill returned
+    assert pc.stats.nodes == 1
+
+
+def test_pin_save_entry_and_load_from_memory(tmp):
+    pc = ringkv.PromptCache(mixed_caches(), byte_budget=1 << 20, fingerprint="test")
+    serve(pc, A)
+    serve(pc, [1, 2, 3, 4, 5])
+    pc.pin(A)
+    assert [n.pinned for n in pc.nodes() if list(n.tokens) == A] == [True]
+    with pytest.raises(ringkv.Error, match="Pin"):
+        pc.pin([9, 9, 9])
+    pc.unpin(A)
+
+    path = tmp / "entry.safetensors"
+    pc.save(os.fsencode(path), tokens=A)  # only A's path; a bytes path is fine
+    other = ringkv.PromptCache(mixed_caches(), fingerprint="test")
+    other.load_from_memory(path.read_bytes())
+    assert [list(n.tokens) for n in other.nodes()] == [A]
+    other.clear()
+    assert other.stats.nodes == 0 and other.nodes() == []
