@@ -9,7 +9,9 @@ The comparison mlx-lm users run, in numpy, next to ringkv (Hkv 8, D 128, f16):
   ringkv   ringkv.KVCache.update (paged: a new block every 256 tokens, no copy)
 Each row starts from a cache of T tokens and times appends one token at a time
 (the Python loop included, as in a decode loop); time per appended token, median
-of --repeat runs. The same rows in C++: benchmarks/cache/bench_append.cc.
+of --repeat runs. The same rows in C++: benchmarks/cache/bench_append.cc; with
+--cpp-bench <build>/benchmarks/cache/ringkv_cache_bench its KVCache rows are run
+first and printed beside ringkv's (the difference is the cost of a Python call).
 
     PYTHONPATH=build/dev/python python3 benchmarks/python/bench_append.py
 """
@@ -21,6 +23,7 @@ import time
 
 import numpy as np
 
+import cpp_bench
 import ringkv
 
 HEADS, DIM, STEP = 8, 128, 256
@@ -89,14 +92,29 @@ def run(lengths, repeat, concat_appends):
     return rows
 
 
-def print_table(rows):
+def print_table(rows, cpp):
+    extra_head = " | C++ KVCache µs/token | Python call µs |" if cpp else " |"
     print("| T | concat µs/token | step256 µs/token | ringkv µs/token "
-          "| concat / ringkv | step256 / ringkv |")
-    print("|---:|---:|---:|---:|---:|---:|")
+          "| concat / ringkv | step256 / ringkv" + extra_head)
+    print("|---:|---:|---:|---:|---:|---:|" + ("---:|---:|" if cpp else ""))
     for t, m in rows:
-        print(f"| {t} | {m['concat'] * 1e6:,.2f} | {m['step256'] * 1e6:,.2f} "
-              f"| {m['ringkv'] * 1e6:,.2f} | {m['concat'] / m['ringkv']:,.1f}x "
-              f"| {m['step256'] / m['ringkv']:,.1f}x |")
+        line = (f"| {t} | {m['concat'] * 1e6:,.2f} | {m['step256'] * 1e6:,.2f} "
+                f"| {m['ringkv'] * 1e6:,.2f} | {m['concat'] / m['ringkv']:,.1f}x "
+                f"| {m['step256'] / m['ringkv']:,.1f}x |")
+        if cpp:
+            native = cpp[t]
+            line += f" {native * 1e6:,.2f} | {(m['ringkv'] - native) * 1e6:,.2f} |"
+        print(line)
+
+
+def cpp_times(binary, lengths, repeat):
+    """{T: seconds per token} of the C++ KVCache rows (bench_append.cc)."""
+    times = cpp_bench.median_times(binary, f"^KVCache/T:({'|'.join(map(str, lengths))})/", repeat)
+    by_length = {int(name.split("/")[1].split(":")[1]): t for name, t in times.items()}
+    missing = sorted(set(lengths) - set(by_length))
+    if missing:
+        raise SystemExit(f"--cpp-bench: {binary} has no KVCache rows for T {missing}")
+    return by_length
 
 
 def main(argv=None):
@@ -106,13 +124,16 @@ def main(argv=None):
     parser.add_argument("--repeat", type=int, default=5, help="runs per row (median)")
     parser.add_argument("--concat-appends", type=int, default=32,
                         help="appends per concat run (each copies the whole cache)")
+    parser.add_argument("--cpp-bench", metavar="PATH",
+                        help="ringkv_cache_bench, to print the C++ KVCache time beside ringkv's")
     args = parser.parse_args(argv)
     for t in args.lengths:
         if t < STEP or t % STEP:
             parser.error(f"--lengths: {t} is not a positive multiple of {STEP}")
     print(f"append one token, Hkv {HEADS}, D {DIM}, f16; median of {args.repeat} runs; "
           f"numpy {np.__version__}, python {sys.version.split()[0]}")
-    print_table(run(args.lengths, args.repeat, args.concat_appends))
+    cpp = cpp_times(args.cpp_bench, args.lengths, args.repeat) if args.cpp_bench else None
+    print_table(run(args.lengths, args.repeat, args.concat_appends), cpp)
     return 0
 
 

@@ -11,7 +11,10 @@ Hq 32, Hkv 8, D 128, f16 K/V, float32 q and output, one ringkv thread (--threads
            validation, see docs/python.md)
   numpy    the same attention in numpy float32 (K/V kept as float32: numpy has no
            fast float16 matmul), BLAS limited to --threads threads
-Median of --repeat samples of --number calls each, the three interleaved.
+Median of --repeat samples of --number calls each, the three interleaved. With
+--cpp-bench <build>/benchmarks/ringkv_bench, BM_Decode/f16 at the same T and
+threads is run first and printed beside sdpa (the difference is the cost of the
+Python call and the library's validation over the bare kernel).
 
     PYTHONPATH=build/dev/python python3 benchmarks/python/bench_attention.py
 """
@@ -31,6 +34,8 @@ def parse_args(argv):
     parser.add_argument("--repeat", type=int, default=7, help="samples per cell (median)")
     parser.add_argument("--number", type=int, default=0,
                         help="calls per sample (default: about 20 ms of calls)")
+    parser.add_argument("--cpp-bench", metavar="PATH",
+                        help="ringkv_bench, to print BM_Decode/f16 beside sdpa")
     return parser.parse_args(argv)
 
 
@@ -41,6 +46,7 @@ for _name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import numpy as np  # noqa: E402
 
+import cpp_bench  # noqa: E402
 import ringkv  # noqa: E402
 
 HQ, HKV, DIM = 32, 8, 128
@@ -100,22 +106,47 @@ def run(lengths, threads, repeat, number):
     return rows
 
 
-def print_table(rows):
-    print("| T | history µs | sdpa µs | numpy f32 µs | numpy / history | K+V GB/s (history) |")
-    print("|---:|---:|---:|---:|---:|---:|")
+def print_table(rows, cpp):
+    print("| T | history µs | sdpa µs | numpy f32 µs | numpy / history | K+V GB/s (history) |"
+          + (" C++ kernel µs | sdpa − C++ µs |" if cpp else ""))
+    print("|---:|---:|---:|---:|---:|---:|" + ("---:|---:|" if cpp else ""))
     for t, m in rows:
         kv_bytes = 2 * HKV * t * DIM * 2
-        print(f"| {t} | {m['history'] * 1e6:,.1f} | {m['sdpa'] * 1e6:,.1f} "
-              f"| {m['numpy'] * 1e6:,.1f} | {m['numpy'] / m['history']:,.1f}x "
-              f"| {kv_bytes / m['history'] * 1e-9:,.1f} |")
+        line = (f"| {t} | {m['history'] * 1e6:,.1f} | {m['sdpa'] * 1e6:,.1f} "
+                f"| {m['numpy'] * 1e6:,.1f} | {m['numpy'] / m['history']:,.1f}x "
+                f"| {kv_bytes / m['history'] * 1e-9:,.1f} |")
+        if cpp:
+            line += f" {cpp[t] * 1e6:,.1f} | {(m['sdpa'] - cpp[t]) * 1e6:,.1f} |"
+        print(line)
+
+
+def cpp_times(binary, lengths, threads, repeat):
+    """{T: seconds per call} of BM_Decode/f16 (benchmarks/bench_sdpa.cc)."""
+    regex = f"^BM_Decode/f16/T:({'|'.join(map(str, lengths))})/threads:{threads}/"
+    times = cpp_bench.median_times(binary, regex, repeat)
+    by_length = {int(name.split("/")[2].split(":")[1]): t for name, t in times.items()}
+    missing = sorted(set(lengths) - set(by_length))
+    if missing:
+        raise SystemExit(f"--cpp-bench: {binary} has no BM_Decode/f16 rows for T {missing} "
+                         f"and {threads} thread(s)")
+    return by_length
+
+
+def blas():
+    """The BLAS library numpy loaded (its matmul speed depends on it)."""
+    with open("/proc/self/maps", encoding="utf-8") as maps:
+        names = {os.path.basename(line.split()[-1]) for line in maps if "blas" in line.lower()}
+    return ", ".join(sorted(names)) or "unknown"
 
 
 def main():
     args = ARGS
     print(f"decode attention, Hq {HQ}, Hkv {HKV}, D {DIM}, f16 K/V, {args.threads} thread(s); "
           f"median of {args.repeat}; numpy {np.__version__}, python {sys.version.split()[0]}, "
-          f"ringkv tier {ringkv.Context(threads=args.threads).tier}")
-    print_table(run(args.lengths, args.threads, args.repeat, args.number))
+          f"ringkv tier {ringkv.Context(threads=args.threads).tier}, numpy BLAS {blas()}")
+    cpp = cpp_times(args.cpp_bench, args.lengths, args.threads, args.repeat) if args.cpp_bench \
+        else None
+    print_table(run(args.lengths, args.threads, args.repeat, args.number), cpp)
     return 0
 
 
