@@ -2,8 +2,8 @@
 
 Arrays are numpy arrays [1, H, L, D] (B = 1) of float32 or float16; bfloat16 is
 passed as its raw bits in a uint16 array (numpy has no bfloat16). Inputs are
-read in place (no copy); results are arrays over ringkv's memory. See
-python/README.md or docs/python.md for the rules.
+read in place (no copy); results are arrays over ringkv's memory (README.md,
+"Python").
 """
 
 from ringkv._ringkv import (  # noqa: F401
