@@ -1,6 +1,7 @@
 """Refcounts and memory return to where they started after many calls."""
 
 import gc
+import os
 import sys
 import tracemalloc
 
@@ -63,5 +64,8 @@ def test_memory_does_not_grow_over_many_calls():
     # Python-side: nothing accumulates (a leaked output array alone would be 1 KiB per call).
     assert end_traced - start_traced < 16 * 1024
     # Process-wide, C++ blocks included: a leaked cache block or Tensor per call
-    # (2000 x >= 1 KiB) would show; allocator noise stays far below 1 MiB.
-    assert rss_end - rss_start < 1024
+    # (2000 x >= 1 KiB) would show; allocator noise stays far below 1 MiB. Not under
+    # ASan, whose quarantine keeps freed memory resident by design (its own checks
+    # cover the C++ side there).
+    if "libasan" not in os.environ.get("LD_PRELOAD", ""):
+        assert rss_end - rss_start < 1024

@@ -79,7 +79,10 @@ ringkv_step("configure of ${combo}" ${CMAKE_COMMAND} --no-warn-unused-cli
             -DCMAKE_DISABLE_FIND_PACKAGE_CLI11=ON)
 ringkv_step("build of ${combo}" ${CMAKE_COMMAND} --build ${WORK_DIR}/${combo}
             --parallel ${RINGKV_SUB_BUILD_JOBS})
-load_cache(${WORK_DIR}/${combo} READ_WITH_PREFIX built_ Python3_EXECUTABLE)
+load_cache(${WORK_DIR}/${combo} READ_WITH_PREFIX built_ Python3_EXECUTABLE _Python3_EXECUTABLE)
+if(NOT built_Python3_EXECUTABLE)
+  set(built_Python3_EXECUTABLE ${built__Python3_EXECUTABLE})  # FindPython3's own entry
+endif()
 ringkv_step("import of ringkv from ${combo}" ${CMAKE_COMMAND} -E env
             PYTHONPATH=${WORK_DIR}/${combo}/python PYTHONDONTWRITEBYTECODE=1
             ${built_Python3_EXECUTABLE} -c "import ringkv; ringkv.KVCache()")
