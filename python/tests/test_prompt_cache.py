@@ -403,3 +403,12 @@ def test_pin_save_entry_and_load_from_memory(tmp):
     assert [list(n.tokens) for n in other.nodes()] == [A]
     other.clear()
     assert other.stats.nodes == 0 and other.nodes() == []
+
+
+def test_constructor_arguments_are_checked():
+    with pytest.raises(TypeError, match=r"\[PromptCache\] caches is a list"):
+        ringkv.PromptCache([ringkv.KVCache()])
+    with pytest.raises(ringkv.Error, match="fingerprint"):
+        ringkv.PromptCache(mixed_caches(), fingerprint="\udc80")  # not valid UTF-8
+    pc = ringkv.PromptCache(mixed_caches(), byte_budget=4096, fingerprint="ü")
+    assert (pc.byte_budget, pc.fingerprint) == (4096, "ü")
