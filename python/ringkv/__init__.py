@@ -24,3 +24,13 @@ from ringkv._ringkv import (  # noqa: F401
     scaled_dot_product_attention,
     speculate,
 )
+
+# The prompt cache (python/src/prompt_cache.cc) and mlx-lm's helpers (prompt_cache.py).
+from ringkv._ringkv import PrefixMatch, PromptCache, PromptCacheStats, PromptNode  # noqa: F401,E402
+from ringkv.prompt_cache import (  # noqa: F401,E402
+    can_trim_prompt_cache,
+    load_prompt_cache,
+    make_prompt_cache,
+    save_prompt_cache,
+    trim_prompt_cache,
+)
