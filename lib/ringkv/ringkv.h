@@ -5,8 +5,8 @@
 
 #include "ringkv/attention.h"          // IWYU pragma: export
 #include "ringkv/attention_mask.h"     // IWYU pragma: export
-#include "ringkv/cache_file.h"         // IWYU pragma: export
 #include "ringkv/cache.h"              // IWYU pragma: export
+#include "ringkv/cache_file.h"         // IWYU pragma: export
 #include "ringkv/context.h"            // IWYU pragma: export
 #include "ringkv/dtype.h"              // IWYU pragma: export
 #include "ringkv/error.h"              // IWYU pragma: export
