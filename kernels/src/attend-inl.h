@@ -282,12 +282,39 @@ struct Attender {
 
   // True when no row of the tile sees any key of the block [tb, tb + kb).
   static bool BlockHidden(const AttendTile& t, std::int64_t tb, std::int64_t kb) {
+    if (t.row_lo != nullptr) {
+      for (std::int64_t i = 0; i < t.rows; ++i) {
+        if (t.row_lo[i] < t.row_hi[i] && t.row_lo[i] < tb + kb && t.row_hi[i] > tb) return false;
+      }
+      return true;
+    }
     if (Causal(t) && tb > t.pos0 + t.rows - 1) return true;            // after every row
     if (Windowed(t) && tb + kb - 1 <= t.pos0 - t.window) return true;  // before every window
     return false;
   }
 
+  // Row ranges: only rows whose range does not cover the whole block are masked key by key.
+  static void MaskRowRanges(const AttendTile& t, std::int64_t tb, std::int64_t kb, float* s) {
+    for (std::int64_t i = 0; i < t.rows; ++i) {
+      std::int64_t lo = t.row_lo[i] - tb;  // first visible j
+      std::int64_t hi = t.row_hi[i] - tb;  // past the last one
+      lo = lo < 0 ? 0 : lo;
+      hi = hi > kb ? kb : hi;
+      if (lo == 0 && hi == kb) continue;
+      for (std::int64_t g = 0; g < t.heads; ++g) {
+        float* sr = s + (g * t.rows + i) * t.block;
+        for (std::int64_t j = 0; j < kb; ++j) {
+          if (j < lo || j >= hi) sr[j] = kAttendNegInf;
+        }
+      }
+    }
+  }
+
   static bool MaskBlock(const AttendTile& t, std::int64_t tb, std::int64_t kb, float* s) {
+    if (t.row_lo != nullptr) {
+      MaskRowRanges(t, tb, kb, s);
+      return true;
+    }
     const bool causal = Causal(t);
     const bool windowed = Windowed(t);
     if (causal || windowed) {
@@ -412,7 +439,8 @@ struct Attender {
     float* alpha = s + rows_total * t.block;  // [rows_total]
     for (std::int64_t g = 0; g < t.heads; ++g) {
       for (std::int64_t i = 0; i < t.rows; ++i) {
-        const float* q = t.q + g * t.q_head_stride + i * t.q_row_stride;
+        const std::int64_t qi = t.q_rows != nullptr ? t.q_rows[i] : i;
+        const float* q = t.q + g * t.q_head_stride + qi * t.q_row_stride;
         float* dst = qs + (g * t.rows + i) * qd;
         for (std::int64_t c = 0; c < t.d; ++c) dst[c] = q[c] * t.scale;
       }

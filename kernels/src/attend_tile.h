@@ -34,13 +34,15 @@ struct AttendTile {
   std::int64_t dv = 0;  // head dim of v
   float scale = 1.0f;
 
-  // Query row (g, i), g < heads, i < rows, is q + g * q_head_stride + i * q_row_stride
-  // with D contiguous; it is state row g * rows + i.
+  // Query row (g, i), g < heads, i < rows, is q + g * q_head_stride + i' * q_row_stride
+  // with D contiguous, i' = q_rows[i] when q_rows is set (the ragged driver gathers
+  // rows that are not evenly spaced), else i; it is state row g * rows + i.
   const float* q = nullptr;
   std::int64_t q_head_stride = 0;
   std::int64_t q_row_stride = 0;
   std::int64_t heads = 0;
   std::int64_t rows = 0;
+  const std::int64_t* q_rows = nullptr;  // [rows] or nullptr
 
   // The segments in key order; only keys in [t0, t1) are attended.
   const KvRun* runs = nullptr;
@@ -58,6 +60,12 @@ struct AttendTile {
   std::int64_t mask_head_stride = 0;
   std::int64_t mask_row_stride = 0;
   std::int64_t mask_key_stride = 0;
+
+  // Row ranges (the ragged driver; mask_kind is then kNone): when row_lo is set,
+  // row i of every head sees only the keys [row_lo[i], row_hi[i]) (empty when
+  // row_lo[i] >= row_hi[i]). Tiles of the single-sequence driver leave it unset.
+  const std::int64_t* row_lo = nullptr;  // [rows] or nullptr
+  const std::int64_t* row_hi = nullptr;  // [rows]
 
   // Keys per inner block, a multiple of 16 (SdpaTuning::key_block).
   std::int64_t block = 64;

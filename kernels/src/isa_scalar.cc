@@ -65,6 +65,7 @@ void RingGather(const void* src, std::ptrdiff_t src_row_stride, void* dst,
 // The mask term of row (g, i) and global key t: 0, -inf, or the additive value.
 float MaskTerm(const AttendTile& tile, std::int64_t g, std::int64_t i, std::int64_t t) {
   constexpr float kHidden = -std::numeric_limits<float>::infinity();
+  if (tile.row_lo != nullptr) return t >= tile.row_lo[i] && t < tile.row_hi[i] ? 0.0f : kHidden;
   const std::int64_t pos = tile.pos0 + i;
   const std::int64_t off =
       g * tile.mask_head_stride + i * tile.mask_row_stride + t * tile.mask_key_stride;
@@ -93,7 +94,8 @@ void Attend(const AttendTile& tile) noexcept {
   for (std::int64_t g = 0; g < tile.heads; ++g) {
     for (std::int64_t i = 0; i < tile.rows; ++i) {
       const std::int64_t r = g * tile.rows + i;
-      const float* q = tile.q + g * tile.q_head_stride + i * tile.q_row_stride;
+      const std::int64_t qi = tile.q_rows != nullptr ? tile.q_rows[i] : i;
+      const float* q = tile.q + g * tile.q_head_stride + qi * tile.q_row_stride;
       float m = -std::numeric_limits<float>::infinity();
       float l = 0.0f;
       float* acc = tile.acc + r * tile.acc_stride;
