@@ -8,6 +8,7 @@
 #include <span>
 #include <vector>
 
+#include "ringkv/causal_cache.h"
 #include "ringkv/layer_caches.h"
 #include "ringkv/prompt_cache.h"
 
@@ -34,6 +35,52 @@ inline void Feed(LayerCaches& caches, std::span<const int> tokens) {
   }
   const Tensor t = Tensor::FromVector(kv, {1, 1, n, 2});
   for (std::size_t l = 0; l < caches.Size(); ++l) caches[l].Update(t, t);
+}
+
+// The sequence loader's pool: a sliding-window cache of two layers and a
+// global one of one layer, f32, 2 kv heads, key dim 8, value dim 4.
+inline CausalCacheOptions FuzzSequenceOptions(int layers, Position window) {
+  CausalCacheOptions o;
+  o.layers = layers;
+  o.kv_heads = 2;
+  o.key_dim = 8;
+  o.value_dim = 4;
+  o.dtype = DType::kF32;
+  o.capacity_tokens = 4096;
+  o.block_tokens = 16;
+  o.max_sequences = 2;
+  o.window = window;
+  return o;
+}
+
+// Appends tokens at positions [first, first + n) of `seq` to every cache, with
+// K/V derived from the position.
+inline void FeedSequence(std::span<CausalCache* const> caches, SequenceId seq, Position first,
+                         Position n) {
+  std::vector<Position> positions;
+  std::vector<SequenceId> sequences;
+  std::vector<float> k;
+  std::vector<float> v;
+  for (Position i = 0; i < n; ++i) {
+    positions.push_back(first + i);
+    sequences.push_back(seq);
+  }
+  for (int h = 0; h < 2; ++h) {
+    for (Position i = 0; i < n; ++i) {
+      for (int d = 0; d < 8; ++d) k.push_back(static_cast<float>((first + i) * 10 + d + h));
+    }
+  }
+  for (int h = 0; h < 2; ++h) {
+    for (Position i = 0; i < n; ++i) {
+      for (int d = 0; d < 4; ++d) v.push_back(-static_cast<float>((first + i) * 10 + d + h));
+    }
+  }
+  const Tensor keys = Tensor::FromVector(k, {1, 2, n, 8});
+  const Tensor values = Tensor::FromVector(v, {1, 2, n, 4});
+  for (CausalCache* cache : caches) {
+    cache->StartForward(Batch{positions, sequences});
+    for (int l = 0; l < cache->Options().layers; ++l) cache->Update(l, keys, values);
+  }
 }
 
 }  // namespace ringkv::fuzz

@@ -12,6 +12,7 @@
 #include "file_craft.h"  // tests/prompt: rebuilds files with valid checksums
 #include "fuzz_model.h"
 #include "ringkv/cache_file.h"
+#include "ringkv/sequence_file.h"
 
 namespace {
 
@@ -167,6 +168,18 @@ int main(int argc, char** argv) {
     ringkv::SaveCaches(dir + "/caches_wrapped.safetensors", c, std::vector<int>{-200, 5});
     ringkv::fuzz::Feed(c, std::vector<int>{8, 9, 10, 11, 12});
     ringkv::SaveCaches(dir + "/caches_prefill.safetensors", c);
+  }
+  // Sequence files: a short sequence and one that has slid past the window.
+  {
+    ringkv::CausalCache sliding(ringkv::fuzz::FuzzSequenceOptions(2, 8));
+    ringkv::CausalCache global(ringkv::fuzz::FuzzSequenceOptions(1, 0));
+    ringkv::CausalCache* pool[] = {&sliding, &global};
+    const ringkv::CausalCache* const saved[] = {&sliding, &global};
+    ringkv::fuzz::FeedSequence(pool, 0, 0, 3);
+    ringkv::SaveSequence(dir + "/sequence_short.safetensors", saved, 0, std::vector<int>{1, 2, 3},
+                         {{"model", "ringkv-fuzz"}});
+    ringkv::fuzz::FeedSequence(pool, 0, 3, 20);
+    ringkv::SaveSequence(dir + "/sequence_slid.safetensors", saved, 0);
   }
   std::printf("seeds written to %s\n", dir.c_str());
   return 0;

@@ -1,6 +1,7 @@
 # Sources of the caches, masks and the attention entry point (part of ringkv_core).
 target_sources(ringkv_core PRIVATE
   src/cache/attention.cc
+  src/cache/attention_checks.cc
   src/cache/attention_mask.cc
   src/cache/block_store.cc
   src/cache/cache.cc

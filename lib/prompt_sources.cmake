@@ -18,12 +18,18 @@ target_sources(ringkv_core PRIVATE
   src/prompt/file_tensors.cc
   src/prompt/held_blocks.cc
   src/prompt/json_fields.cc
+  src/prompt/metadata_file_write.cc
   src/prompt/prompt_cache.cc
   src/prompt/prompt_cache_file.cc
   src/prompt/prompt_file_read.cc
   src/prompt/prompt_file_write.cc
   src/prompt/prompt_restore.cc
   src/prompt/prompt_trie.cc
+  src/prompt/sequence_file_read.cc
+  src/prompt/sequence_file_write.cc
+  src/prompt/sequence_prompt_cache.cc
+  src/prompt/sequence_prompt_trie.cc
+  src/prompt/sequence_snapshot_access.cc
   src/prompt/snapshot_access.cc
   src/prompt/snapshot_data.cc
   src/prompt/span_storage.cc

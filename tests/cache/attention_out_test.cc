@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "attention_test_util.h"
 #include "ringkv/attention.h"
 #include "ringkv/error.h"
 #include "ringkv/kernels/thread_pool.h"
@@ -17,6 +18,9 @@
 
 namespace ringkv {
 namespace {
+
+using test::Bits;
+using test::ExpectRejected;
 
 constexpr std::int64_t kHq = 4, kHkv = 2, kD = 16, kDv = 8;
 
@@ -31,13 +35,6 @@ Tensor Random(std::mt19937& rng, const Shape& shape, DType dtype = DType::kF32) 
 std::vector<std::uint32_t> StorageBits(const Tensor& base) {
   std::vector<std::uint32_t> bits(static_cast<std::size_t>(base.NumElements()));
   std::memcpy(bits.data(), base.Data(), bits.size() * sizeof(float));
-  return bits;
-}
-
-std::vector<std::uint32_t> Bits(const Tensor& t) {
-  const std::vector<float> values = t.ToVector();
-  std::vector<std::uint32_t> bits(values.size());
-  std::memcpy(bits.data(), values.data(), values.size() * sizeof(float));
   return bits;
 }
 
@@ -158,22 +155,6 @@ TEST_F(AttentionOutTest, ACallersExecutorGetsTheWorkAndGivesTheSameBits) {
   }
   EXPECT_GT(executor.tasks_run, 0);
   EXPECT_EQ(executor.on_caller, 0);  // every task ran on the executor's threads
-}
-
-// Throws an Error whose message contains every part, and leaves out as it was.
-template <class F>
-void ExpectRejected(F&& call, const Tensor& out, const std::vector<std::string>& parts) {
-  const std::vector<float> before = out.Empty() ? std::vector<float>{} : out.ToVector();
-  try {
-    call();
-    ADD_FAILURE() << "no exception";
-  } catch (const Error& e) {
-    for (const std::string& part : parts)
-      EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
-  }
-  if (!out.Empty()) {
-    EXPECT_EQ(out.ToVector(), before);
-  }
 }
 
 TEST_F(AttentionOutTest, ABadOutThrowsAndStaysUnchanged) {

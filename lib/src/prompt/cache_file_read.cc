@@ -27,36 +27,8 @@ struct LayerPlan {
   detail::LayerRecord state;           // present when the caches hold tokens
 };
 
-// Ringkv's own "__metadata__" keys; the caller's start with kUserPrefix.
-bool IsOwnKey(const std::string& key) {
-  for (const char* own :
-       {"format", "version", "caches", "tokens", "checksums", "metadata_checksum"}) {
-    if (key == own) return true;
-  }
-  return false;
-}
-
-// Every entry a string and known; the checksum over all of them.
-std::map<std::string, std::string> CheckMetadata(const json& metadata) {
-  std::map<std::string, std::string> user;
-  for (const auto& [key, value] : metadata.items()) {
-    const std::string where = fmt::format("__metadata__.{}", detail::Describe(json(key)));
-    if (!value.is_string()) Bad("{} is {}, not a string", where, detail::Describe(value));
-    if (key.starts_with(detail::kUserPrefix)) {
-      user.emplace(key.substr(detail::kUserPrefix.size()), value.get<std::string>());
-    } else if (!IsOwnKey(key)) {
-      Bad("__metadata__ has key {}, neither ringkv's nor the caller's (\"{}...\")",
-          detail::Describe(json(key)), detail::kUserPrefix);
-    }
-  }
-  const std::string stated = detail::String(metadata, "metadata_checksum", "__metadata__");
-  const std::string expected = detail::EntriesChecksum(metadata);
-  if (stated != expected) {
-    Bad("the metadata has checksum {}, the header says {}", expected,
-        detail::Describe(json(stated)));
-  }
-  return user;
-}
+constexpr std::string_view kOwnKeys[] = {"format", "version",   "caches",
+                                         "tokens", "checksums", "metadata_checksum"};
 
 LayerPlan ParseLayer(const json& layer, int offset, const std::string& where,
                      detail::TensorTable& tensors, std::uint64_t& slack) {
@@ -123,7 +95,7 @@ SavedCaches Decode(const detail::ByteSource& source) {
       detail::ReadHeader(source, detail::kCachesHeaderLimit, "16 MiB for a caches file");
   const json& metadata =
       detail::CheckedMetadata(file.header, detail::kCachesFormat, detail::kCachesVersion);
-  std::map<std::string, std::string> user = CheckMetadata(metadata);
+  std::map<std::string, std::string> user = detail::UserEntries(metadata, kOwnKeys);
   const json caches = detail::ParseBounded(detail::String(metadata, "caches", "__metadata__"),
                                            "__metadata__.caches");
   if (!caches.is_object())

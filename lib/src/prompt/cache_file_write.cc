@@ -7,6 +7,7 @@
 #include "file_frame.h"
 #include "file_layer.h"
 #include "file_tensors.h"
+#include "metadata_file_write.h"
 #include "ringkv/cache_file.h"
 #include "ringkv/error.h"
 
@@ -14,13 +15,6 @@ namespace ringkv {
 namespace {
 
 constexpr const char* kFn = "SaveCaches";
-
-void CheckText(const std::string& text, const std::string& what) {
-  if (!detail::IsJsonString(text)) {
-    throw Error(fmt::format("[{}] metadata {} (bytes {}) is not valid UTF-8", kFn, what,
-                            detail::HexPrefix(text)));
-  }
-}
 
 int CheckedOffset(const LayerCaches& caches) {
   const std::vector<int> offsets = caches.Offsets();
@@ -71,10 +65,7 @@ detail::json LayerJson(const AttentionCache& cache, std::size_t l, detail::Tenso
 void SaveCaches(const std::string& path, const LayerCaches& caches, std::span<const int> tokens,
                 const std::map<std::string, std::string>& metadata) {
   const int offset = CheckedOffset(caches);
-  for (const auto& [key, value] : metadata) {
-    CheckText(key, "key");
-    CheckText(value, fmt::format("value of key \"{}\"", key.substr(0, 64)));
-  }
+  detail::CheckUserMetadata(kFn, metadata);
   detail::TensorWriter writer;
   detail::json layers = detail::json::array();
   std::uint64_t slack = 0;
@@ -88,24 +79,10 @@ void SaveCaches(const std::string& path, const LayerCaches& caches, std::span<co
         "LoadCaches accepts (blocks far larger than the tokens in them)",
         kFn, slack, detail::kMaxSlackBytes));
   }
-  detail::json meta = {
-      {"format", detail::kCachesFormat},
-      {"version", std::to_string(detail::kCachesVersion)},
-      {"caches", detail::json{{"offset", offset}, {"layers", layers}}.dump()},
-      {"tokens", detail::json(std::vector<int>(tokens.begin(), tokens.end())).dump()},
-      {"checksums", writer.checksums.dump()}};
-  for (const auto& [key, value] : metadata) meta[std::string(detail::kUserPrefix) + key] = value;
-  meta["metadata_checksum"] = detail::EntriesChecksum(meta);
-  detail::json header = std::move(writer.entries);
-  header["__metadata__"] = std::move(meta);
-  const std::vector<std::byte> framed = detail::FrameHeader(header);
-  if (framed.size() - 8 > detail::kCachesHeaderLimit) {
-    throw Error(fmt::format(
-        "[{}] the header takes {} bytes, over the limit of {} that LoadCaches accepts (fewer "
-        "tokens or less metadata)",
-        kFn, framed.size() - 8, detail::kCachesHeaderLimit));
-  }
-  detail::WriteTensorFile(path, framed, writer.tensors, kFn);
+  detail::WriteMetadataFile(
+      path,
+      {detail::kCachesFormat, detail::kCachesVersion, detail::kCachesHeaderLimit, "LoadCaches"},
+      detail::json{{"offset", offset}, {"layers", layers}}, tokens, metadata, writer, kFn);
 }
 
 }  // namespace ringkv

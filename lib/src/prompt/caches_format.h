@@ -8,6 +8,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -34,5 +36,14 @@ std::uint64_t SlackBytes(std::int64_t slots, std::int64_t block_tokens,
 // XXH3 over every entry of `metadata` (string values) but "metadata_checksum":
 // key and value, ascending by key, each prefixed by its length; 16 hex digits.
 std::string EntriesChecksum(const json& metadata);
+
+// The caller's entries of a file's "__metadata__" (keys without kUserPrefix),
+// after checking that every entry is a string, either one of `own` or the
+// caller's, and that "metadata_checksum" matches (FileFormatError otherwise).
+std::map<std::string, std::string> UserEntries(const json& metadata,
+                                               std::span<const std::string_view> own);
+// Throws ringkv::Error "[function] metadata <what> (bytes ...) is not valid
+// UTF-8" unless `text` can be written into a header.
+void CheckUserText(const char* function, const std::string& text, const std::string& what);
 
 }  // namespace ringkv::detail

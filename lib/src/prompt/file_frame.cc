@@ -16,6 +16,7 @@ std::string Cut(const std::string& s) { return s.size() <= 64 ? s : s.substr(0, 
 const char* Reader(const std::string& format) {
   if (format == kPromptCacheFormat) return "a prompt cache file (PromptCache::Load reads it)";
   if (format == kCachesFormat) return "a caches file (LoadCaches reads it)";
+  if (format == kSequenceFormat) return "a sequence file (LoadSequence reads it)";
   return nullptr;
 }
 

@@ -3,7 +3,7 @@
 // docs/cache_file.md): an 8-byte little-endian header length N, N bytes of JSON
 // padded with spaces to a multiple of 8 (so the data starts aligned), then the
 // tensor data. The header's "__metadata__" names the format and its version;
-// each format checks its own, and a file of the other is named as such.
+// each format checks its own, and a file of another is named as such.
 
 #include <cstddef>
 #include <cstdint>
@@ -20,6 +20,7 @@ namespace ringkv::detail {
 
 inline constexpr const char* kPromptCacheFormat = "ringkv.prompt_cache";
 inline constexpr const char* kCachesFormat = "ringkv.caches";
+inline constexpr const char* kSequenceFormat = "ringkv.sequence";
 
 // The length field and the padded JSON text of `header`. Throws json::exception
 // for a string that is not valid UTF-8.

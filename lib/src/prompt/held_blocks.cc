@@ -18,26 +18,30 @@ const BlockStore* StoreOf(const Snapshot* snapshot) noexcept {
 void HeldBlocks::Add(const Snapshot* snapshot) {
   const BlockStore* store = StoreOf(snapshot);
   if (store == nullptr) return;
-  store->ForEachBlock([&](const void* id, std::size_t bytes) {
-    Held& held = blocks_[id];
-    if (held.refs++ == 0) {
-      held.bytes = bytes;
-      bytes_ += bytes;
-    }
-  });
+  store->ForEachBlock([&](const void* id, std::size_t bytes) { AddBlock(id, bytes); });
 }
 
 void HeldBlocks::Remove(const Snapshot* snapshot) noexcept {
   const BlockStore* store = StoreOf(snapshot);
   if (store == nullptr) return;
-  store->ForEachBlock([&](const void* id, std::size_t /*bytes*/) {
-    const auto it = blocks_.find(id);
-    Expects(it != blocks_.end() && it->second.refs > 0);
-    if (--it->second.refs == 0) {
-      bytes_ -= it->second.bytes;
-      blocks_.erase(it);
-    }
-  });
+  store->ForEachBlock([&](const void* id, std::size_t /*bytes*/) { RemoveBlock(id); });
+}
+
+void HeldBlocks::AddBlock(const void* id, std::size_t bytes) {
+  Held& held = blocks_[id];
+  if (held.refs++ == 0) {
+    held.bytes = bytes;
+    bytes_ += bytes;
+  }
+}
+
+void HeldBlocks::RemoveBlock(const void* id) noexcept {
+  const auto it = blocks_.find(id);
+  Expects(it != blocks_.end() && it->second.refs > 0);
+  if (--it->second.refs == 0) {
+    bytes_ -= it->second.bytes;
+    blocks_.erase(it);
+  }
 }
 
 void HeldBlocks::Add(const LayerSnapshot* snapshot) {

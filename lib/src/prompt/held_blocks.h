@@ -17,6 +17,10 @@ class HeldBlocks {
   void Remove(const Snapshot* snapshot) noexcept;
   void Add(const LayerSnapshot* snapshot);
   void Remove(const LayerSnapshot* snapshot) noexcept;
+  // One reference to a block (identified by its address) of `bytes` enters or
+  // leaves the set: for snapshot kinds this file does not know.
+  void AddBlock(const void* id, std::size_t bytes);
+  void RemoveBlock(const void* id) noexcept;
 
   // Bytes of the distinct blocks held.
   std::size_t Bytes() const noexcept { return bytes_; }

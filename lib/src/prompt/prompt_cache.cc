@@ -5,12 +5,12 @@
 #include <algorithm>
 #include <gsl/assert>
 #include <gsl/narrow>
-#include <unordered_map>
 #include <unordered_set>
 
 #include "json_fields.h"
 #include "prompt_state.h"
 #include "ringkv/error.h"
+#include "trie_node_infos.h"
 
 namespace ringkv {
 namespace {
@@ -246,29 +246,14 @@ const PromptCacheOptions& PromptCache::Options() const noexcept { return state_-
 
 std::vector<PromptNodeInfo> PromptCache::Nodes() const {
   const detail::PromptState& s = *state_;
-  const std::vector<detail::PromptNode*> nodes = detail::Preorder(*s.root);
   const std::vector<const detail::PromptNode*> path = detail::ActivePath(s);
   const std::unordered_set<const detail::PromptNode*> active(path.begin(), path.end());
-  std::unordered_map<const detail::PromptNode*, int> index;
-  index.reserve(nodes.size());
-  std::vector<PromptNodeInfo> out;
-  out.reserve(nodes.size());
-  for (const detail::PromptNode* node : nodes) {
-    PromptNodeInfo info;
-    const auto parent = index.find(node->parent);
-    info.parent = parent == index.end() ? -1 : parent->second;
-    info.start = node->start;
-    info.end = node->end;
-    info.tokens = node->tokens;
-    info.bytes = node->Bytes();
-    info.last_used = node->last_used;
-    info.pinned = node->pinned;
-    info.active = active.contains(node);
-    info.missing_windows = detail::MissingWindows(s, *node);
-    index.emplace(node, static_cast<int>(out.size()));
-    out.push_back(std::move(info));
-  }
-  return out;
+  return detail::TrieNodeInfos(*s.root,
+                               [&s, &active](const detail::PromptNode& node, PromptNodeInfo& info) {
+                                 info.bytes = node.Bytes();
+                                 info.active = active.contains(&node);
+                                 info.missing_windows = detail::MissingWindows(s, node);
+                               });
 }
 
 std::size_t PromptCache::SnapshotBytes() const { return detail::WalkBytes(*state_); }

@@ -13,6 +13,7 @@
 #include "ringkv/layer_caches.h"
 #include "ringkv/prompt_cache.h"
 #include "snapshot_access.h"
+#include "token_trie.h"
 
 namespace ringkv::detail {
 
@@ -41,12 +42,7 @@ struct PromptNode {
   }
 };
 
-// Where `tokens` leads in the trie: the nodes entered (the last one possibly
-// only partly matched) and the matched length.
-struct TriePath {
-  std::vector<PromptNode*> nodes;
-  int matched = 0;
-};
+using TriePath = TriePathOf<PromptNode>;
 
 struct PromptState {
   PromptState(LayerCaches& c, PromptCacheOptions o);

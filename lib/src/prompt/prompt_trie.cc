@@ -21,11 +21,9 @@ std::unique_ptr<LayerSnapshot> EmptySnapshot(std::size_t layers) {
 }
 
 std::size_t ChildIndex(const PromptNode& parent, const PromptNode& child) {
-  for (std::size_t i = 0; i < parent.children.size(); ++i) {
-    if (parent.children[i].get() == &child) return i;
-  }
-  Expects(false);
-  return 0;
+  const std::size_t i = ChildIndexOf(parent, child);
+  Expects(i < parent.children.size());
+  return i;
 }
 
 // Removes a childless node; its bytes leave the trie.
@@ -138,25 +136,7 @@ bool PromptState::LiveConsistent() const {
 }
 
 TriePath Walk(const PromptNode& root, std::span<const int> tokens) {
-  TriePath path;
-  const PromptNode* node = &root;
-  std::size_t pos = 0;
-  while (pos < tokens.size()) {
-    const PromptNode* next = nullptr;
-    for (const auto& child : node->children) {
-      if (child->tokens.front() == tokens[pos]) next = child.get();
-    }
-    if (next == nullptr) break;
-    std::size_t k = 0;
-    while (k < next->tokens.size() && pos + k < tokens.size() && next->tokens[k] == tokens[pos + k])
-      ++k;
-    path.nodes.push_back(const_cast<PromptNode*>(next));
-    pos += k;
-    if (k < next->tokens.size()) break;
-    node = next;
-  }
-  path.matched = gsl::narrow<int>(pos);
-  return path;
+  return WalkTrie(root, tokens);
 }
 
 PromptNode& SplitNode(PromptState& s, PromptNode& node, int at,
@@ -283,49 +263,12 @@ int MissingWindows(const PromptState& s, const PromptNode& node) {
   return missing;
 }
 
-std::vector<PromptNode*> Preorder(const PromptNode& root) {
-  std::vector<PromptNode*> out;
-  std::vector<PromptNode*> stack;
-  for (auto it = root.children.rbegin(); it != root.children.rend(); ++it) {
-    stack.push_back(it->get());
-  }
-  while (!stack.empty()) {
-    PromptNode* node = stack.back();
-    stack.pop_back();
-    out.push_back(node);
-    for (auto it = node->children.rbegin(); it != node->children.rend(); ++it) {
-      stack.push_back(it->get());
-    }
-  }
-  return out;
-}
+std::vector<PromptNode*> Preorder(const PromptNode& root) { return TriePreorder(root); }
 
 std::vector<std::pair<PromptNode*, int>> WithDepths(const PromptNode& root) {
-  std::vector<std::pair<PromptNode*, int>> out;
-  std::vector<std::pair<PromptNode*, int>> stack;
-  for (auto it = root.children.rbegin(); it != root.children.rend(); ++it) {
-    stack.emplace_back(it->get(), 1);
-  }
-  while (!stack.empty()) {
-    const auto [node, depth] = stack.back();
-    stack.pop_back();
-    out.emplace_back(node, depth);
-    for (auto it = node->children.rbegin(); it != node->children.rend(); ++it) {
-      stack.emplace_back(it->get(), depth + 1);
-    }
-  }
-  return out;
+  return TrieWithDepths(root);
 }
 
-PromptNode::~PromptNode() {
-  std::vector<std::unique_ptr<PromptNode>> doomed = std::move(children);
-  while (!doomed.empty()) {
-    std::unique_ptr<PromptNode> node = std::move(doomed.back());
-    doomed.pop_back();
-    if (node == nullptr) continue;  // moved out (a merge hands the child over)
-    for (auto& child : node->children) doomed.push_back(std::move(child));
-    node->children.clear();
-  }  // each node is destroyed childless
-}
+PromptNode::~PromptNode() { DestroySubtrees(std::move(children)); }
 
 }  // namespace ringkv::detail
