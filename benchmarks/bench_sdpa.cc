@@ -9,17 +9,17 @@
 //     (4 Hq D flops each) and its fraction of the FMA peak.
 #include <benchmark/benchmark.h>
 
-#include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <string>
 #include <vector>
 
+#include "attention_shape.h"
 #include "bench_util.h"
 #include "ringkv/kernels/kernel_table.h"
 #include "ringkv/kernels/sdpa.h"
 #include "ringkv/kernels/thread_pool.h"
 #include "roofline.h"
+#include "roofline_counters.h"
 
 namespace ringkv::bench {
 namespace {
@@ -28,9 +28,6 @@ using kernels::ArrayRef;
 using kernels::KvSegment;
 using kernels::SdpaParams;
 
-constexpr std::int64_t kHq = 32;
-constexpr std::int64_t kHkv = 8;
-constexpr std::int64_t kD = 128;
 // Cold decode cycles through at least this much K+V: four times a 32 MiB L3.
 constexpr std::size_t kColdFootprint = 128 * kMiB;
 
@@ -67,61 +64,27 @@ struct Attention {
   }
   void Run(const KvSegment& segment, kernels::ThreadPool& pool) {
     params.kv = std::span<const KvSegment>(&segment, 1);
-    // The workspace grows on the first call and is reused, as in a Context.
-    const std::size_t bytes = kernels::SdpaWorkspaceBytes(kernels::ShapeOf(params), pool.Size());
-    if (workspace.Bytes() < bytes) workspace = Buffer(bytes);
-    kernels::Sdpa(params, kernels::BestKernels(), pool,
-                  {static_cast<std::byte*>(workspace.Data()), workspace.Bytes()});
+    kernels::Sdpa(
+        params, kernels::BestKernels(), pool,
+        workspace.AtLeast(kernels::SdpaWorkspaceBytes(kernels::ShapeOf(params), pool.Size())));
     benchmark::DoNotOptimize(out.Data());
     benchmark::ClobberMemory();
   }
   Buffer q;
   Buffer out;
-  Buffer workspace{0};
+  GrowingWorkspace workspace;
   SdpaParams params;
 };
-
-std::string LimitText(const char* what, double value, const char* unit) {
-  char text[64];
-  std::snprintf(text, sizeof(text), "%s=%.1f%s", what, value, unit);
-  return text;
-}
-
-// Times `iteration(i)` over the benchmark loop and returns seconds per iteration.
-template <class Iteration>
-double TimedLoop(benchmark::State& state, const Iteration& iteration) {
-  using Clock = std::chrono::steady_clock;
-  double seconds = 0.0;
-  std::size_t i = 0;
-  for (auto _ : state) {
-    const auto start = Clock::now();
-    iteration(i++);
-    seconds += std::chrono::duration<double>(Clock::now() - start).count();
-  }
-  return i == 0 ? 0.0 : seconds / static_cast<double>(i);
-}
 
 void SetDecodeCounters(benchmark::State& state, DType dtype, std::int64_t t, int threads,
                        double seconds, double bandwidth, const std::string& bandwidth_name) {
   const double kv_bytes =
       2.0 * static_cast<double>(kHkv * t * kD * static_cast<std::int64_t>(SizeOf(dtype)));
   const double flops = 4.0 * static_cast<double>(kHq * t * kD);
-  const double peak = FmaPeak(threads);
-  const double t_memory = kv_bytes / bandwidth;
-  const double t_compute = flops / peak;
-  const bool memory_bound = t_memory >= t_compute;
-  const double t_limit = memory_bound ? t_memory : t_compute;
-  state.counters["T"] = static_cast<double>(t);
-  state.counters["threads"] = threads;
-  state.counters["t_limit_us"] = t_limit * 1e6;
-  state.counters["fraction"] = seconds > 0.0 ? t_limit / seconds : 0.0;
-  state.counters["GB/s"] = seconds > 0.0 ? kv_bytes / seconds * 1e-9 : 0.0;
+  SetRooflineCounters(state, dtype, static_cast<double>(t), threads, seconds, kv_bytes, flops,
+                      bandwidth, bandwidth_name);
   state.SetBytesProcessed(static_cast<std::int64_t>(kv_bytes) *
                           static_cast<std::int64_t>(state.iterations()));
-  state.SetLabel(SummaryLabel(std::string(DTypeName(dtype)),
-                              memory_bound
-                                  ? LimitText(bandwidth_name.c_str(), bandwidth * 1e-9, "GB/s")
-                                  : LimitText("fma", peak * 1e-9, "GFLOP/s")));
 }
 
 void BM_Decode(benchmark::State& state, DType dtype) {
@@ -136,9 +99,7 @@ void BM_Decode(benchmark::State& state, DType dtype) {
   Attention attention(1, t, kernels::MaskKind::kNone);
   attention.Run(layer.segment, pool);  // warm: K+V in cache when they fit
   const double seconds = TimedLoop(state, [&](std::size_t) { attention.Run(layer.segment, pool); });
-  char name[32];
-  std::snprintf(name, sizeof(name), "read(%zuMiB)", kv_bytes / kMiB);
-  SetDecodeCounters(state, dtype, t, threads, seconds, bandwidth, name);
+  SetDecodeCounters(state, dtype, t, threads, seconds, bandwidth, ReadName(kv_bytes));
 }
 
 void BM_DecodeCold(benchmark::State& state, DType dtype) {

@@ -1,10 +1,11 @@
 #pragma once
 // Helpers shared by the benchmark files: aligned buffers of any dtype filled
-// with deterministic values, and the label format the summary reads.
+// with deterministic values, a growing kernel workspace, and the label format the summary reads.
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <new>
+#include <span>
 #include <string>
 
 #include "ringkv/dtype.h"
@@ -26,6 +27,18 @@ class Buffer {
  private:
   std::size_t bytes_;
   std::unique_ptr<void, AlignedFree> data_;
+};
+
+// A kernel workspace that grows on the first call and is then reused, as in a Context.
+class GrowingWorkspace {
+ public:
+  std::span<std::byte> AtLeast(std::size_t bytes) {
+    if (buffer_.Bytes() < bytes) buffer_ = Buffer(bytes);
+    return {static_cast<std::byte*>(buffer_.Data()), buffer_.Bytes()};
+  }
+
+ private:
+  Buffer buffer_{0};
 };
 
 // n elements of `dtype`, values in [-1, 1) from a cheap deterministic generator.

@@ -14,7 +14,7 @@ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_COMPILER=clang++-14 \
   -DRINGKV_BUILD_TESTS=OFF -DRINGKV_BUILD_BENCHMARKS=OFF -DRINGKV_BUILD_TOOLS=OFF \
   -DRINGKV_BUILD_FUZZERS=ON
-cmake --build "$build" --parallel "$(nproc)" --target ringkv_prompt_load_fuzzer ringkv_caches_load_fuzzer
+cmake --build "$build" --parallel "$(nproc)" --target ringkv_prompt_load_fuzzer ringkv_caches_load_fuzzer ringkv_sequence_load_fuzzer
 
 # The committed seeds stay untouched; new inputs go to the working corpus.
 corpus="$build/corpus"
@@ -22,7 +22,7 @@ mkdir -p "$corpus"
 cp fuzz/corpus/* "$corpus/"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-for fuzzer in ringkv_prompt_load_fuzzer ringkv_caches_load_fuzzer; do
+for fuzzer in ringkv_prompt_load_fuzzer ringkv_caches_load_fuzzer ringkv_sequence_load_fuzzer; do
   "$build/fuzz/$fuzzer" "$corpus" \
     -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
     -artifact_prefix="$build/$fuzzer-" -print_final_stats=1

@@ -4,7 +4,9 @@
 // continues; a speculative step verifies an imperfect draft in one forward and
 // commits the accepted prefix; a long generation wraps the sliding window many
 // times. Finally every recorded logit row is compared with a no-cache recompute
-// of the whole sequence. docs/decode_demo.md explains the report.
+// of the whole sequence. A serving scene then decodes several conversations that
+// share a system prompt together in one batch from multi-sequence caches, each
+// checked against its own recompute. docs/decode_demo.md explains the report.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -25,6 +27,7 @@
 #include "ringkv/error.h"
 #include "ringkv/speculation.h"
 #include "sampling.h"
+#include "serving_scene.h"
 #include "tiny_transformer.h"
 
 namespace {
@@ -82,6 +85,7 @@ class Demo {
               const std::function<void()>& after_step = {});
   void Speculate(ModelCaches& caches, ringkv::model::DemoReport& r);
   void Check(ringkv::model::DemoReport& r);
+  void Serve(ringkv::model::DemoReport& r);
 
   const ringkv::model::DemoOptions& o_;
   ringkv::Context ctx_;
@@ -192,6 +196,18 @@ void Demo::Check(ringkv::model::DemoReport& r) {
   r.check.max_abs_diff = static_cast<double>(worst);
 }
 
+void Demo::Serve(ringkv::model::DemoReport& r) {
+  const int vocab = o_.model.vocab;
+  const auto seed = static_cast<std::uint64_t>(o_.prompt_seed);
+  const std::vector<int> system = PromptTokens(o_.system_prompt, vocab, seed + 2);
+  std::vector<std::vector<int>> users;
+  for (int c = 0; c < o_.conversations; ++c) {
+    users.push_back(PromptTokens(o_.user_turn, vocab, seed + 3 + static_cast<std::uint64_t>(c)));
+  }
+  ringkv::model::ServingScene scene{system, users, o_.serve_decode, o_.check};
+  r.serving = ringkv::model::RunServingScene(model_, scene, sampler_, ctx_);
+}
+
 ringkv::model::DemoReport Demo::Run() {
   ringkv::model::DemoReport r;
   r.config = o_.model;
@@ -254,6 +270,7 @@ ringkv::model::DemoReport Demo::Run() {
   r.global_bytes = warm.AllocatedBytes(LayerKind::kGlobal);
   r.sliding_bytes = warm.AllocatedBytes(LayerKind::kSliding);
   if (o_.check) Check(r);
+  if (o_.conversations > 0) Serve(r);
   return r;
 }
 

@@ -2,7 +2,9 @@
 // it by structure and value: every field present with its type, positive rates,
 // the speculative rollback visible in the offsets, bounded rotating memory, and
 // logits equal to the no-cache recompute within tolerance, or, with --no-check,
-// a check reported as skipped (never as failed) and a zero exit code.
+// a check reported as skipped (never as failed) and a zero exit code; and the
+// serving scene: every phase timed, the system prompt's blocks shared (fewer
+// pool bytes than separate copies), every conversation checked.
 // Usage: ringkv_demo_check <path to ringkv_demo> [demo flags...]. Exit 0 = pass.
 #include <sys/wait.h>
 
@@ -119,6 +121,57 @@ void CheckCheck(const json& report, bool skipped, int exit_code) {
          tolerance);
 }
 
+void CheckServing(const json& report, bool skipped) {
+  const json* serving = At(report, {"serving"});
+  if (serving == nullptr) return;
+  if (!serving->is_object()) {
+    Fail("serving is not an object (the scene runs by default): " + serving->dump());
+    return;
+  }
+  const double conversations = Count(*serving, {"conversations"});
+  const double system = Count(*serving, {"system_prompt_tokens"});
+  const double user = Count(*serving, {"user_turn_tokens"});
+  const double steps = Count(*serving, {"steps"});
+  Expect(conversations >= 2, "serving: several conversations", conversations, 2);
+  for (const char* phase : {"system_prefill", "user_prefill", "decode"}) {
+    CheckPhase(*serving, {phase});
+  }
+  Expect(Count(*serving, {"system_prefill", "tokens"}) == system,
+         "serving: the system prompt is prefilled once",
+         Count(*serving, {"system_prefill", "tokens"}), system);
+  Expect(Count(*serving, {"user_prefill", "tokens"}) == conversations * user,
+         "serving: every user turn is prefilled", Count(*serving, {"user_prefill", "tokens"}),
+         conversations * user);
+  Expect(Count(*serving, {"decode", "tokens"}) == conversations * steps,
+         "serving: one token per conversation per step", Count(*serving, {"decode", "tokens"}),
+         conversations * steps);
+  const double used = Count(*serving, {"pool_bytes", "used"});
+  const double separate = Count(*serving, {"pool_bytes", "separate"});
+  const double saved = Count(*serving, {"pool_bytes", "saved"});
+  Expect(used > 0 && used < separate, "serving: sharing the system prompt takes fewer bytes", used,
+         separate);
+  Expect(saved == separate - used, "serving: saved = separate - used", saved, separate - used);
+  const json* check = At(*serving, {"check"});
+  if (check == nullptr) return;
+  if (skipped) {
+    if (!check->is_null()) Fail("serving.check with --no-check must be null: " + check->dump());
+    return;
+  }
+  const double diff = Number(*check, {"max_abs_logit_diff"});
+  const double tolerance = Number(*check, {"tolerance"});
+  const json* passed = At(*check, {"passed"});
+  if (passed != nullptr && *passed != true) Fail("serving.check.passed: " + passed->dump());
+  Expect(diff >= 0 && diff <= tolerance, "serving: every conversation equals its recompute", diff,
+         tolerance);
+  Expect(Count(*check, {"positions"}) == conversations * (steps + 1),
+         "serving: every decoded row and each user turn's last row are compared",
+         Count(*check, {"positions"}), conversations * (steps + 1));
+  const json* per = At(*check, {"per_conversation"});
+  if (per != nullptr && (!per->is_array() || static_cast<double>(per->size()) != conversations)) {
+    Fail("serving.check.per_conversation must hold one value per conversation: " + per->dump());
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -216,6 +269,7 @@ int main(int argc, char** argv) {
          sliding_max, sliding_min);
 
   CheckCheck(report, skipped, exit_code);
+  CheckServing(report, skipped);
 
   if (failures == 0) std::fprintf(stderr, "demo report OK\n");
   return failures == 0 ? 0 : 1;

@@ -37,13 +37,14 @@ struct FlagValue {
   const char* value;
 };
 const std::vector<FlagValue> kEveryFlag = {
-    {"--layers", "3"},      {"--d-model", "64"},        {"--q-heads", "4"},
-    {"--kv-heads", "1"},    {"--head-dim", "16"},       {"--mlp", "96"},
-    {"--vocab", "97"},      {"--window", "9"},          {"--global-every", "2"},
-    {"--kv-dtype", "bf16"}, {"--seed", "123456789012"}, {"--prompt", "21"},
-    {"--decode", "7"},      {"--turn2-prompt", "5"},    {"--turn2-decode", "3"},
-    {"--draft", "4"},       {"--long", "41"},           {"--temperature", "0.5"},
-    {"--prompt-seed", "7"}, {"--threads", "2"}};
+    {"--layers", "3"},         {"--d-model", "64"},        {"--q-heads", "4"},
+    {"--kv-heads", "1"},       {"--head-dim", "16"},       {"--mlp", "96"},
+    {"--vocab", "97"},         {"--window", "9"},          {"--global-every", "2"},
+    {"--kv-dtype", "bf16"},    {"--seed", "123456789012"}, {"--prompt", "21"},
+    {"--decode", "7"},         {"--turn2-prompt", "5"},    {"--turn2-decode", "3"},
+    {"--draft", "4"},          {"--long", "41"},           {"--temperature", "0.5"},
+    {"--prompt-seed", "7"},    {"--threads", "2"},         {"--conversations", "3"},
+    {"--system-prompt", "11"}, {"--user-turn", "6"},       {"--serve-decode", "9"}};
 
 void ExpectEveryFlagApplied(const DemoOptions& o) {
   EXPECT_EQ(o.model.layers, 3);
@@ -66,6 +67,10 @@ void ExpectEveryFlagApplied(const DemoOptions& o) {
   EXPECT_EQ(o.temperature, 0.5f);
   EXPECT_EQ(o.prompt_seed, 7);
   EXPECT_EQ(o.threads, 2);
+  EXPECT_EQ(o.conversations, 3);
+  EXPECT_EQ(o.system_prompt, 11);
+  EXPECT_EQ(o.user_turn, 6);
+  EXPECT_EQ(o.serve_decode, 9);
   EXPECT_TRUE(o.json);
   EXPECT_FALSE(o.check);
   EXPECT_FALSE(o.progress);
@@ -95,6 +100,10 @@ TEST(DemoOptions, DefaultsAreTheDocumentedOnes) {
   EXPECT_EQ(o.temperature, 0.0f);
   EXPECT_EQ(o.prompt_seed, 42);
   EXPECT_EQ(o.threads, 0);
+  EXPECT_EQ(o.conversations, 4);
+  EXPECT_EQ(o.system_prompt, 256);
+  EXPECT_EQ(o.user_turn, 32);
+  EXPECT_EQ(o.serve_decode, 32);
   EXPECT_FALSE(o.json);
   EXPECT_TRUE(o.check);
   EXPECT_TRUE(o.progress);
@@ -162,6 +171,12 @@ TEST(DemoOptions, EverySizeFlagIsBounded) {
                                          {"--draft", "1000000000"},
                                          {"--long", "0"},
                                          {"--long", "1000000000"},
+                                         {"--conversations", "-1"},
+                                         {"--conversations", "100000"},
+                                         {"--system-prompt", "0"},
+                                         {"--user-turn", "0"},
+                                         {"--serve-decode", "0"},
+                                         {"--serve-decode", "1000000000"},
                                          {"--threads", "-1"},
                                          {"--threads", "100000"},
                                          {"--temperature", "-1"},
@@ -183,6 +198,14 @@ TEST(DemoOptions, InconsistentSizesNameBothFlags) {
   const std::string dim = ParseError({"--head-dim", "15"});
   EXPECT_NE(dim.find("--head-dim"), std::string::npos) << dim;
   EXPECT_NE(dim.find("15"), std::string::npos) << dim;
+  // A sliding window of 1 has no multi-sequence equivalent (serving_caches.h):
+  // refused for the serving scene, accepted without it or without sliding layers.
+  const std::string window = ParseError({"--window", "1"});
+  for (const char* piece : {"--window", "1", "--conversations"}) {
+    EXPECT_NE(window.find(piece), std::string::npos) << window;
+  }
+  EXPECT_EQ(ParseError({"--window", "1", "--conversations", "0"}), "");
+  EXPECT_EQ(ParseError({"--window", "1", "--global-every", "1"}), "");
 }
 
 TEST(DemoOptions, MalformedFlagsAreRefused) {
@@ -205,10 +228,11 @@ TEST(DemoOptions, MalformedFlagsAreRefused) {
 // The estimate the memory check uses, against the sizes counted by hand for a
 // small configuration.
 TEST(DemoMemory, EstimateOfASmallRun) {
-  DemoOptions o = Parse({"--layers=2", "--d-model=8", "--q-heads=2", "--kv-heads=1", "--head-dim=4",
-                         "--mlp=16", "--vocab=10", "--prompt=5", "--decode=2", "--turn2-prompt=3",
-                         "--turn2-decode=2", "--draft=3", "--long=6", "--kv-dtype=f32"})
-                      .options;
+  DemoOptions o =
+      Parse({"--layers=2", "--d-model=8", "--q-heads=2", "--kv-heads=1", "--head-dim=4", "--mlp=16",
+             "--vocab=10", "--prompt=5", "--decode=2", "--turn2-prompt=3", "--turn2-decode=2",
+             "--draft=3", "--long=6", "--kv-dtype=f32", "--conversations=0"})
+          .options;
   // Per layer: wq 8x8, wk 4x8, wv 4x8, wo 8x8, gate/up 16x8 each, down 8x16, two norms of 8.
   const std::uint64_t per_layer = 64 + 32 + 32 + 64 + 3 * 128 + 16;
   const std::uint64_t params = 2 * per_layer + 2 * 10 * 8 + 8;  // + embedding, lm head, final norm
@@ -227,6 +251,18 @@ TEST(DemoMemory, EstimateOfASmallRun) {
   o.check = false;  // no recompute: only the kept rows
   m = EstimateDemoMemory(o);
   EXPECT_EQ(m.logits, kept * 10 * 4);
+
+  // The serving scene: 3 conversations, a 4-token system prompt held once, 2 user
+  // and 5 decoded tokens each; rows kept: each user turn's batch rows and one per
+  // step, plus (with the check) one conversation's recompute at a time.
+  o.check = true;
+  o.conversations = 3;
+  o.system_prompt = 4;
+  o.user_turn = 2;
+  o.serve_decode = 5;
+  const DemoMemory serving = EstimateDemoMemory(o);
+  EXPECT_EQ(serving.kv, 2 * (sequence + 4 + 3 * (2 + 5)) * (1 * 4 * 2 * 4));
+  EXPECT_EQ(serving.logits, (kept + sequence + 3 * (2 + 1 + 5) + (4 + 2 + 5)) * 10 * 4);
 }
 
 TEST(DemoMemory, RunsThatDoNotFitAreRefusedNamingTheFlags) {

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -61,6 +62,42 @@ TEST(DemoReport, FailedCheckFailsTheProcess) {
   EXPECT_EQ(check.at("passed"), false);
   EXPECT_EQ(check.at("max_abs_logit_diff").get<double>(), 2 * kLogitTolerance);
   EXPECT_NE(ToText(r).find("FAILED"), std::string::npos);
+}
+
+// The serving scene's per-conversation check counts in the verdict: one
+// conversation over the tolerance (or NaN) fails the run even when the main
+// check passed; its figures reach the JSON.
+TEST(DemoReport, ServingCheckCountsInTheVerdict) {
+  DemoReport r = Checked(1e-5);
+  r.serving.conversations = 3;
+  r.serving.system_tokens = 16;
+  r.serving.user_tokens = 4;
+  r.serving.steps = 5;
+  r.serving.used_bytes = 1000;
+  r.serving.separate_bytes = 2500;
+  r.serving.positions = 18;
+  r.serving.max_abs_diff = {1e-5, 2e-5, 3e-5};
+  EXPECT_EQ(r.Verdict(), CheckVerdict::kPassed);
+  json serving = json::parse(ToJson(r)).at("serving");
+  EXPECT_EQ(serving.at("conversations"), 3);
+  EXPECT_EQ(serving.at("pool_bytes").at("saved"), 1500);
+  EXPECT_EQ(serving.at("check").at("passed"), true);
+  EXPECT_EQ(serving.at("check").at("max_abs_logit_diff").get<double>(), 3e-5);
+  EXPECT_EQ(serving.at("check").at("per_conversation").size(), 3u);
+
+  r.serving.max_abs_diff[1] = 2 * kLogitTolerance;
+  EXPECT_EQ(r.Verdict(), CheckVerdict::kFailed);
+  EXPECT_EQ(ExitCode(r), 1);
+  serving = json::parse(ToJson(r)).at("serving");
+  EXPECT_EQ(serving.at("check").at("passed"), false);
+  EXPECT_EQ(json::parse(ToJson(r)).at("check").at("status"), "failed");
+
+  r.serving.max_abs_diff[1] = std::nan("");
+  EXPECT_EQ(r.Verdict(), CheckVerdict::kFailed);
+
+  r.serving = ServingReport{};  // the scene did not run
+  EXPECT_EQ(r.Verdict(), CheckVerdict::kPassed);
+  EXPECT_TRUE(json::parse(ToJson(r)).at("serving").is_null());
 }
 
 // Values reach the JSON unrounded and typed: counts as integers, times as numbers.

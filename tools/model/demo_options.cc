@@ -22,8 +22,9 @@ constexpr const char* kDescription =
     "A decode loop of a tiny transformer with random weights on ringkv's caches:\n"
     "turn 1 (prefill, decode, snapshot), turn 2 (restore the snapshot instead of\n"
     "re-prefilling the shared prefix), one speculative step, a long generation\n"
-    "that wraps the sliding window, and a check of every logit row against a\n"
-    "no-cache recompute.";
+    "that wraps the sliding window, a serving scene (conversations sharing a\n"
+    "system prompt, decoded together in one batch from multi-sequence caches),\n"
+    "and a check of every logit row against a no-cache recompute.";
 
 // CLI11 2.1 reads an unsigned value with strtoull, which wraps "-1" and
 // saturates on overflow: take decimal digits that fit 64 bits, nothing else.
@@ -87,6 +88,13 @@ void AddFlags(CLI::App& app, DemoOptions& o, Spelled& spelled) {
   opt("--long", o.long_tokens, "tokens of the long generation", context);
   opt("--temperature", o.temperature, "0 is greedy; > 0 samples with --prompt-seed", context);
   opt("--prompt-seed", o.prompt_seed, "prompt token ids and sampling", context);
+  const char* serving = "serving scene";
+  opt("--conversations", o.conversations, "conversations sharing the system prompt (0: no scene)",
+      serving);
+  opt("--system-prompt", o.system_prompt, "system prompt tokens, prefilled once", serving);
+  opt("--user-turn", o.user_turn, "each conversation's own prompt tokens", serving);
+  opt("--serve-decode", o.serve_decode, "batched decode steps (one token per conversation)",
+      serving);
   const char* run = "run";
   opt("--threads", o.threads, "pool size (0: one per hardware thread)", run);
   app.add_flag("--json", o.json, "machine-readable report on stdout")->group(run);
@@ -123,6 +131,10 @@ std::uint64_t U(std::int64_t v) { return static_cast<std::uint64_t>(v); }
 
 std::int64_t DemoOptions::SequenceTokens() const {
   return std::int64_t{prompt} + decode + turn2_prompt + turn2_decode + draft + long_tokens;
+}
+
+std::int64_t DemoOptions::ConversationTokens() const {
+  return std::int64_t{system_prompt} + user_turn + serve_decode;
 }
 
 DemoCommandLine ParseDemoCommandLine(std::span<const char* const> args) {
@@ -177,6 +189,19 @@ void ValidateDemoOptions(const DemoOptions& o) {
                                                               {"--draft", o.draft},
                                                               {"--long", o.long_tokens}}};
   for (const auto& [flag, value] : tokens) CheckFlag(flag, value, 1, DemoOptions::kMaxTokens);
+  CheckFlag("--conversations", o.conversations, 0, DemoOptions::kMaxConversations);
+  const std::array<std::pair<const char*, int>, 3> serving = {{{"--system-prompt", o.system_prompt},
+                                                               {"--user-turn", o.user_turn},
+                                                               {"--serve-decode", o.serve_decode}}};
+  for (const auto& [flag, value] : serving) CheckFlag(flag, value, 1, DemoOptions::kMaxTokens);
+  // A CausalCache's window w shows w + 1 tokens and 0 means none: a sliding
+  // window of 1 (the query alone) cannot be served from one (serving_caches.h).
+  if (o.conversations > 0 && m.window < 2 && m.GlobalLayers() < m.layers) {
+    throw Error(fmt::format(
+        "[ringkv_demo] --window {} cannot be served from multi-sequence caches (their window "
+        "shows window + 1 tokens): use --window >= 2 or --conversations 0",
+        m.window));
+  }
   CheckFlag("--threads", o.threads, 0, DemoOptions::kMaxThreads);
   if (!(std::isfinite(o.temperature) && o.temperature >= 0)) {
     throw Error(fmt::format("[ringkv_demo] --temperature is {}, expected a finite value >= 0",
@@ -196,14 +221,29 @@ DemoMemory EstimateDemoMemory(const DemoOptions& o) {
   // The longest forward: the cold prefill of turn 2, or the recompute of everything.
   const std::uint64_t longest = std::max(U(o.prompt) + U(o.decode) + U(o.turn2_prompt),
                                          o.check ? sequence : std::uint64_t{0});
+  // The serving scene: the system prompt once, every conversation's own tokens;
+  // the user turns' rows of one batch and one row per conversation and step
+  // kept; the check recomputes one conversation at a time.
+  const std::uint64_t conversations = U(o.conversations);
+  const std::uint64_t serving_tokens =
+      conversations == 0
+          ? 0
+          : U(o.system_prompt) + conversations * (U(o.user_turn) + U(o.serve_decode));
+  const std::uint64_t serving_kept = conversations * (U(o.user_turn) + 1 + U(o.serve_decode)) +
+                                     (o.check && conversations > 0 ? U(o.ConversationTokens()) : 0);
+  const std::uint64_t serving_longest =
+      conversations == 0 ? 0
+                         : std::max({U(o.system_prompt), conversations * U(o.user_turn),
+                                     o.check ? U(o.ConversationTokens()) : std::uint64_t{0}});
   const std::uint64_t q = U(m.q_heads) * U(m.head_dim), kv = U(m.kv_heads) * U(m.head_dim);
   DemoMemory out;
   out.weights = U(m.WeightBytes());
-  out.kv = U(m.layers) * sequence * kv_token;
-  out.logits = (kept + (o.check ? sequence : 0)) * U(m.vocab) * sizeof(float);
+  out.kv = U(m.layers) * (sequence + serving_tokens) * kv_token;
+  out.logits = (kept + (o.check ? sequence : 0) + serving_kept) * U(m.vocab) * sizeof(float);
   // Per token: the residual and its norm, q and the attention output, k and v,
   // the MLP's gate and up rows.
-  out.activations = longest * 2 * (U(m.d_model) + q + kv + U(m.mlp_hidden)) * sizeof(float);
+  out.activations = std::max(longest, serving_longest) * 2 *
+                    (U(m.d_model) + q + kv + U(m.mlp_hidden)) * sizeof(float);
   return out;
 }
 

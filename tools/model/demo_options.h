@@ -21,7 +21,12 @@ struct DemoOptions {
   int turn2_decode = 32;  // turn 2 generated tokens
   int draft = 6;          // speculative tokens
   int long_tokens = 768;  // the long generation: 6 wraps of the default window
-  float temperature = 0;  // 0: greedy
+  // The serving scene: conversations sharing a system prompt, decoded in one batch.
+  int conversations = 4;    // 0: no serving scene
+  int system_prompt = 256;  // tokens, prefilled once
+  int user_turn = 32;       // each conversation's own tokens
+  int serve_decode = 32;    // batched steps, one token per conversation each
+  float temperature = 0;    // 0: greedy
   int prompt_seed = 42;
   bool json = false;
   bool check = true;
@@ -31,9 +36,12 @@ struct DemoOptions {
   // stay far below INT_MAX positions.
   static constexpr int kMaxTokens = 1 << 24;
   static constexpr int kMaxThreads = 1024;
+  static constexpr int kMaxConversations = 256;
 
   // Every token the run feeds at most (the draft counted in full).
   std::int64_t SequenceTokens() const;
+  // One serving conversation's tokens: system prompt, user turn, decoded ones.
+  std::int64_t ConversationTokens() const;
 };
 
 struct DemoCommandLine {

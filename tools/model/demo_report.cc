@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "ringkv/format.h"
@@ -46,10 +47,21 @@ nlohmann::ordered_json JsonPhase(const ForwardStats& s) {
 
 }  // namespace
 
+double ServingReport::MaxDiff() const {
+  double worst = 0;
+  for (const double d : max_abs_diff) {
+    if (std::isnan(d)) return d;
+    worst = std::max(worst, d);
+  }
+  return worst;
+}
+
 CheckVerdict DemoReport::Verdict() const {
   if (!check.ran) return CheckVerdict::kSkipped;
   // NaN fails: a comparison that is not true is not a pass.
-  return check.max_abs_diff <= kLogitTolerance ? CheckVerdict::kPassed : CheckVerdict::kFailed;
+  const bool main = check.max_abs_diff <= kLogitTolerance;
+  const bool served = !serving.Checked() || serving.MaxDiff() <= kLogitTolerance;
+  return main && served ? CheckVerdict::kPassed : CheckVerdict::kFailed;
 }
 
 std::size_t DemoReport::BytesPerToken() const {
@@ -134,6 +146,37 @@ std::string ToText(const DemoReport& r) {
   } else {
     line("check    skipped (--no-check)");
   }
+  line("");
+  const ServingReport& sv = r.serving;
+  if (sv.conversations > 0) {
+    line(fmt::format(
+        "serving  {} conversations sharing a {}-token system prompt: prefilled once in {}, "
+        "CopyPrefix'ed to the others (no K/V copied)",
+        sv.conversations, sv.system_tokens, Time(sv.system_prefill.total_seconds)));
+    line(fmt::format("         user turns {} x {} tokens in one batch: {}", sv.conversations,
+                     sv.user_tokens, Time(sv.user_prefill.total_seconds)));
+    line(fmt::format("         decode  {}  ({} steps of {} tokens, one batch each)",
+                     Phase(sv.decode), sv.steps, sv.conversations));
+    line(fmt::format(
+        "         pools   {} used vs {} as separate copies: sharing saves {} ({:.1f}x less)",
+        Bytes(sv.used_bytes), Bytes(sv.separate_bytes),
+        Bytes(sv.separate_bytes > sv.used_bytes ? sv.separate_bytes - sv.used_bytes : 0),
+        sv.used_bytes > 0
+            ? static_cast<double>(sv.separate_bytes) / static_cast<double>(sv.used_bytes)
+            : 0));
+    if (sv.Checked()) {
+      std::string diffs;
+      for (const double d : sv.max_abs_diff)
+        diffs += fmt::format("{}{:.2e}", diffs.empty() ? "" : ", ", d);
+      line(fmt::format(
+          "         check   {} logit rows vs a no-cache recompute of each conversation ({}): "
+          "max |diff| per conversation {} (tolerance {:.0e})  {}",
+          sv.positions, Time(sv.recompute_seconds), diffs, kLogitTolerance,
+          sv.MaxDiff() <= kLogitTolerance ? "OK" : "FAILED"));
+    }
+  } else {
+    line("serving  skipped (--conversations 0)");
+  }
   return out;
 }
 
@@ -186,6 +229,34 @@ std::string ToJson(const DemoReport& r) {
                  {"offset_end", r.final_offset},
                  {"wraps", (r.final_offset - r.long_offset_start) / c.window}};
   out["decode"] = JsonPhase(decode);
+  const ServingReport& sv = r.serving;
+  if (sv.conversations == 0) {
+    out["serving"] = nullptr;
+  } else {
+    Json serving = {
+        {"conversations", sv.conversations},
+        {"system_prompt_tokens", sv.system_tokens},
+        {"user_turn_tokens", sv.user_tokens},
+        {"steps", sv.steps},
+        {"system_prefill", JsonPhase(sv.system_prefill)},
+        {"user_prefill", JsonPhase(sv.user_prefill)},
+        {"decode", JsonPhase(sv.decode)},
+        {"pool_bytes",
+         {{"used", sv.used_bytes},
+          {"separate", sv.separate_bytes},
+          {"saved", sv.separate_bytes > sv.used_bytes ? sv.separate_bytes - sv.used_bytes : 0}}}};
+    if (sv.Checked()) {
+      serving["check"] = {{"passed", sv.MaxDiff() <= kLogitTolerance},
+                          {"positions", sv.positions},
+                          {"max_abs_logit_diff", sv.MaxDiff()},
+                          {"per_conversation", sv.max_abs_diff},
+                          {"tolerance", kLogitTolerance},
+                          {"recompute_seconds", sv.recompute_seconds}};
+    } else {
+      serving["check"] = nullptr;
+    }
+    out["serving"] = std::move(serving);
+  }
   out["cache_bytes"] = {
       {"bytes_per_token_per_layer", r.BytesPerToken()}, {"global_layers_total", r.global_bytes},
       {"sliding_layers_total", r.sliding_bytes},        {"sliding_long_min", r.sliding_bytes_min},

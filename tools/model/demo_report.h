@@ -45,6 +45,25 @@ struct CheckReport {
   double recompute_seconds = 0;
 };
 
+// The serving scene: conversations sharing a system prompt, served from
+// multi-sequence caches (serving_scene.h).
+struct ServingReport {
+  int conversations = 0;  // 0: the scene did not run
+  int system_tokens = 0;  // prefilled once, then CopyPrefix'ed
+  int user_tokens = 0;    // per conversation, all prefilled in one batch
+  int steps = 0;          // batched decode steps, one token per conversation
+  ForwardStats system_prefill, user_prefill, decode;
+  std::size_t used_bytes = 0;      // both pools' used blocks at the end (shared ones once)
+  std::size_t separate_bytes = 0;  // the same tokens with every sequence in blocks of its own
+  // The no-cache recompute check, per conversation (empty when it did not run).
+  std::vector<double> max_abs_diff;
+  std::int64_t positions = 0;  // logit rows compared, all conversations
+  double recompute_seconds = 0;
+
+  bool Checked() const { return !max_abs_diff.empty(); }
+  double MaxDiff() const;  // over the conversations (NaN if any is NaN)
+};
+
 struct DemoReport {
   ModelConfig config;
   std::string isa;
@@ -72,6 +91,8 @@ struct DemoReport {
   std::size_t sliding_bytes = 0;  // at the end
   std::size_t global_bytes = 0;   // at the end, all global layers
 
+  ServingReport serving;
+
   CheckReport check;
 
   // K + V bytes one token takes in one layer.
@@ -79,6 +100,7 @@ struct DemoReport {
   // What the sliding layers may hold at most: window plus the longest single
   // forward, rounded up to storage blocks.
   std::size_t SlidingBound() const;
+  // Failed when the main check or the serving scene's exceeds kLogitTolerance.
   CheckVerdict Verdict() const;
 };
 

@@ -13,7 +13,6 @@
 #include "ringkv/error.h"
 #include "ringkv/format.h"
 #include "rms_norm.h"
-#include "rope.h"
 
 namespace ringkv::model {
 namespace {
@@ -101,6 +100,33 @@ std::vector<float> TinyTransformer::Forward(std::span<const int> tokens,
 std::vector<float> TinyTransformer::Run(std::span<const int> tokens, AttentionBackend& backend,
                                         Context& ctx, LogitRows rows, ForwardStats* stats) const {
   CheckTokens("TinyTransformer::Run", tokens);
+  const RopeTable rope(backend.StartPosition(), gsl::narrow<std::int64_t>(tokens.size()),
+                       config_.head_dim, config_.rope_theta);
+  return Pass(tokens, rope, backend, ctx, rows, stats);
+}
+
+std::vector<float> TinyTransformer::RunAt(std::span<const int> tokens,
+                                          std::span<const std::int64_t> positions,
+                                          AttentionBackend& backend, Context& ctx, LogitRows rows,
+                                          ForwardStats* stats) const {
+  CheckTokens("TinyTransformer::RunAt", tokens);
+  if (positions.size() != tokens.size()) {
+    throw Error(fmt::format("[TinyTransformer::RunAt] {} positions for {} tokens", positions.size(),
+                            tokens.size()));
+  }
+  for (std::size_t i = 0; i < positions.size(); ++i) {
+    if (positions[i] < 0) {
+      throw Error(fmt::format("[TinyTransformer::RunAt] position {} at index {} is negative",
+                              positions[i], i));
+    }
+  }
+  const RopeTable rope(positions, config_.head_dim, config_.rope_theta);
+  return Pass(tokens, rope, backend, ctx, rows, stats);
+}
+
+std::vector<float> TinyTransformer::Pass(std::span<const int> tokens, const RopeTable& rope,
+                                         AttentionBackend& backend, Context& ctx, LogitRows rows,
+                                         ForwardStats* stats) const {
   const auto start = Clock::now();
   ForwardStats local;
   const auto len = gsl::narrow<std::int64_t>(tokens.size());
@@ -122,7 +148,6 @@ std::vector<float> TinyTransformer::Run(std::span<const int> tokens, AttentionBa
     const float* row = weights_.embedding.data.data() + tokens[gsl::narrow<std::size_t>(i)] * d;
     std::copy_n(row, d, x.data() + i * d);
   }
-  const RopeTable rope(backend.StartPosition(), len, config_.head_dim, config_.rope_theta);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
 
   for (int layer = 0; layer < config_.layers; ++layer) {

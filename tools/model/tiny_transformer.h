@@ -14,6 +14,7 @@
 #include "model_config.h"
 #include "ringkv/cache.h"
 #include "ringkv/context.h"
+#include "rope.h"
 #include "weights.h"
 
 namespace ringkv::model {
@@ -42,9 +43,19 @@ class TinyTransformer {
   // The same pass with any attention backend (recompute.h uses it without caches).
   std::vector<float> Run(std::span<const int> tokens, AttentionBackend& backend, Context& ctx,
                          LogitRows rows, ForwardStats* stats) const;
+  // The same pass with token i rotated at positions[i] instead of at
+  // backend.StartPosition() + i: the tokens of a batch of several sequences
+  // (batch_forward.h). Throws ringkv::Error when the two spans differ in length
+  // or a position is negative.
+  std::vector<float> RunAt(std::span<const int> tokens, std::span<const std::int64_t> positions,
+                           AttentionBackend& backend, Context& ctx, LogitRows rows,
+                           ForwardStats* stats) const;
 
  private:
   void CheckTokens(const char* function, std::span<const int> tokens) const;
+  std::vector<float> Pass(std::span<const int> tokens, const RopeTable& rope,
+                          AttentionBackend& backend, Context& ctx, LogitRows rows,
+                          ForwardStats* stats) const;
 
   ModelConfig config_;
   Weights weights_;
