@@ -58,6 +58,9 @@ inline Buffer RandomBuffer(DType dtype, std::size_t n, std::uint32_t seed) {
       case DType::kBF16:
         static_cast<std::uint16_t*>(b.Data())[i] = F32ToBF16(v);
         break;
+      case DType::kI8:
+      case DType::kI4:
+        break;  // quantized buffers are made by quantizing a float one
     }
   }
   return b;

@@ -20,8 +20,9 @@ namespace ringkv::kernels {
 
 // One K/V segment, already offset to the tile's (batch, kv head).
 struct KvRun {
-  const void* k = nullptr;  // [count, D], rows k_stride elements apart, D contiguous
-  const void* v = nullptr;  // [count, Dv], rows v_stride elements apart, Dv contiguous
+  // Strides in SizeOf units of the tile's dtypes (bytes for quantized rows).
+  const void* k = nullptr;  // [count, D], rows k_stride apart, D contiguous
+  const void* v = nullptr;  // [count, Dv], rows v_stride apart, Dv contiguous
   std::int64_t k_stride = 0;
   std::int64_t v_stride = 0;
   std::int64_t begin = 0;  // global key index of the first row
@@ -29,7 +30,9 @@ struct KvRun {
 };
 
 struct AttendTile {
-  DType kv_dtype = DType::kF32;
+  // Equal for f32 / f16 / bf16; both quantized (possibly different) otherwise.
+  DType k_dtype = DType::kF32;
+  DType v_dtype = DType::kF32;
   std::int64_t d = 0;   // head dim of q and k
   std::int64_t dv = 0;  // head dim of v
   float scale = 1.0f;

@@ -45,6 +45,9 @@ void ConvertFrom(const void* src, DType to, void* dst, std::size_t n) noexcept {
     case DType::kBF16:
       ConvertRun<Arch, From, BF16Tag>(src, dst, n);
       return;
+    case DType::kI8:
+    case DType::kI4:
+      return;  // element-wise conversion covers element types only (convert_rows quantizes)
   }
 }
 
@@ -69,6 +72,9 @@ void Convert(DType from, const void* src, DType to, void* dst, std::size_t n) no
     case DType::kBF16:
       ConvertFrom<Arch, BF16Tag>(src, to, dst, n);
       return;
+    case DType::kI8:
+    case DType::kI4:
+      return;  // element-wise conversion covers element types only (convert_rows quantizes)
   }
 }
 

@@ -19,6 +19,9 @@ float LoadAsFloat(DType dtype, const void* src, std::size_t i) {
       return F16ToF32(static_cast<const std::uint16_t*>(src)[i]);
     case DType::kBF16:
       return BF16ToF32(static_cast<const std::uint16_t*>(src)[i]);
+    case DType::kI8:
+    case DType::kI4:
+      break;  // quantized rows are read through their scales, never element-wise
   }
   return 0.0f;
 }
@@ -34,6 +37,9 @@ void StoreFromFloat(DType dtype, void* dst, std::size_t i, float value) {
     case DType::kBF16:
       static_cast<std::uint16_t*>(dst)[i] = F32ToBF16(value);
       return;
+    case DType::kI8:
+    case DType::kI4:
+      return;  // quantized rows are written through their scales, never element-wise
   }
 }
 
@@ -111,7 +117,7 @@ void Attend(const AttendTile& tile) noexcept {
           const std::size_t v_off = static_cast<std::size_t>((t - run.begin) * run.v_stride);
           float dot = 0.0f;
           for (std::int64_t c = 0; c < tile.d; ++c) {
-            dot += q[c] * LoadAsFloat(tile.kv_dtype, run.k, k_off + static_cast<std::size_t>(c));
+            dot += q[c] * LoadAsFloat(tile.k_dtype, run.k, k_off + static_cast<std::size_t>(c));
           }
           const float s = tile.scale * dot + bias;
           if (s == -std::numeric_limits<float>::infinity()) continue;  // weight 0: skipped
@@ -126,7 +132,7 @@ void Attend(const AttendTile& tile) noexcept {
           const float p = std::exp(s - m);
           l += p;
           for (std::size_t c = 0; c < dv; ++c) {
-            acc[c] += p * LoadAsFloat(tile.kv_dtype, run.v, v_off + c);
+            acc[c] += p * LoadAsFloat(tile.v_dtype, run.v, v_off + c);
           }
         }
       }

@@ -123,7 +123,8 @@ void RunTask(const Call& c, const Tile& tile, std::int64_t kvh, std::int64_t chu
   }
 
   AttendTile t;
-  t.kv_dtype = p.kv_dtype;
+  t.k_dtype = p.kv_dtype;
+  t.v_dtype = p.kv_dtype;
   t.d = c.dims.d;
   t.dv = c.dims.dv;
   t.scale = p.scale;

@@ -237,7 +237,8 @@ void Sdpa(const SdpaParams& params, const KernelTable& table, Executor& executor
         split ? partials + task * plan.state_floats : worker_base + plan.scratch_floats, plan);
 
     AttendTile tile;
-    tile.kv_dtype = params.kv.front().k.dtype;
+    tile.k_dtype = params.kv.front().k.dtype;
+    tile.v_dtype = params.kv.front().v.dtype;
     tile.d = dims.d;
     tile.dv = dims.dv;
     tile.scale = params.scale;

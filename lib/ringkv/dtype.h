@@ -8,6 +8,6 @@
 
 namespace ringkv {
 
-std::string_view DTypeName(DType dtype) noexcept;  // "f32", "f16", "bf16"
+std::string_view DTypeName(DType dtype) noexcept;  // "f32", "f16", "bf16", "int8", "int4"
 
 }  // namespace ringkv

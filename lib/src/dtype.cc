@@ -15,6 +15,10 @@ std::string_view DTypeName(DType dtype) noexcept {
       return "f16";
     case DType::kBF16:
       return "bf16";
+    case DType::kI8:
+      return "int8";
+    case DType::kI4:
+      return "int4";
   }
   return "unknown";
 }

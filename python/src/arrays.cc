@@ -159,6 +159,9 @@ py::dtype NumpyDtype(DType dtype) {
       return py::dtype("float16");
     case DType::kBF16:
       return py::dtype("uint16");
+    case DType::kI8:
+    case DType::kI4:
+      break;
   }
   throw Error(fmt::format("[ringkv] unknown dtype {}", static_cast<int>(dtype)));
 }

@@ -48,6 +48,9 @@ std::uint32_t ScalarConvert(DType from, std::uint32_t bits, DType to) {
     case DType::kBF16:
       value = BF16ToF32(static_cast<std::uint16_t>(bits));
       break;
+    case DType::kI8:
+    case DType::kI4:
+      break;  // element types only: quantization has its own tests
   }
   switch (to) {
     case DType::kF32:
@@ -56,6 +59,9 @@ std::uint32_t ScalarConvert(DType from, std::uint32_t bits, DType to) {
       return F32ToF16(value);
     case DType::kBF16:
       return F32ToBF16(value);
+    case DType::kI8:
+    case DType::kI4:
+      break;
   }
   return 0;
 }

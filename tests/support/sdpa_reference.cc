@@ -27,6 +27,9 @@ double Element(const ArrayRef& a, std::int64_t i0, std::int64_t i1, std::int64_t
       return static_cast<double>(F16ToF32(static_cast<const std::uint16_t*>(a.data)[off]));
     case DType::kBF16:
       return static_cast<double>(BF16ToF32(static_cast<const std::uint16_t*>(a.data)[off]));
+    case DType::kI8:
+    case DType::kI4:
+      break;  // not read yet
   }
   return 0.0;
 }

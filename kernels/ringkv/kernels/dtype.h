@@ -7,14 +7,51 @@
 
 namespace ringkv {
 
-enum class DType : std::uint8_t { kF32, kF16, kBF16 };
+enum class DType : std::uint8_t { kF32, kF16, kBF16, kI8, kI4 };
 
-constexpr std::size_t SizeOf(DType dtype) noexcept { return dtype == DType::kF32 ? 4 : 2; }
-
-// Whether `dtype` is one of the enumerators (a cast can make any other value).
-// The library rejects other values wherever a DType enters its API.
+// Whether `dtype` is a tensor element type: f32, f16 or bf16 (a cast can make any
+// other value). The library rejects other values wherever a tensor's DType enters its API.
 constexpr bool IsKnownDType(DType dtype) noexcept {
   return dtype == DType::kF32 || dtype == DType::kF16 || dtype == DType::kBF16;
+}
+
+// Quantized K/V storage: only a cache's blocks hold these, never a tensor. A
+// stored row of n values carries its scales after its data, so a row is
+// self-contained and block copies, snapshots and files move rows as bytes:
+//   kI8: n int8 q_i, then one f32 scale s (4 bytes, unaligned); x_i = s * q_i,
+//        symmetric, q_i in [-127, 127] (one scale per token per kv head).
+//   kI4: n % kI4Group == 0; n / 2 bytes, value 2i in the low nibble of byte i
+//        and 2i + 1 in the high nibble, two's complement in [-7, 7]; then n /
+//        kI4Group f32 scales, s_g for values [32 g, 32 g + 32); x_i = s_g * q_i.
+// A row (or group) holding NaN or Inf stores a NaN scale, so it reads back as
+// NaN and poisons attention the way a float cache would.
+constexpr bool IsQuantized(DType dtype) noexcept {
+  return dtype == DType::kI8 || dtype == DType::kI4;
+}
+inline constexpr std::int64_t kI4Group = 32;
+
+// A dtype a cache may store K or V in: an element type or a quantized one.
+constexpr bool IsStorageDType(DType dtype) noexcept {
+  return IsKnownDType(dtype) || IsQuantized(dtype);
+}
+
+// Bytes per unit of an array's strides: the element size, or for quantized
+// dtypes 1 (their strides count bytes of stored rows).
+constexpr std::size_t SizeOf(DType dtype) noexcept {
+  return dtype == DType::kF32 ? 4 : IsQuantized(dtype) ? 1 : 2;
+}
+
+// Bytes of one stored row of n values, scales included (n % kI4Group == 0 for kI4).
+constexpr std::size_t RowBytes(DType dtype, std::int64_t n) noexcept {
+  const auto count = static_cast<std::size_t>(n);
+  switch (dtype) {
+    case DType::kI8:
+      return count + 4;
+    case DType::kI4:
+      return count / 2 + count / static_cast<std::size_t>(kI4Group) * 4;
+    default:
+      return count * SizeOf(dtype);
+  }
 }
 
 }  // namespace ringkv

@@ -21,6 +21,16 @@ struct KernelTable {
   void (*convert)(DType from, const void* src, DType to, void* dst,
                   std::size_t n) noexcept = nullptr;
 
+  // Row-wise copy of `rows` rows of `n` values: row r is read at src + r * src_stride
+  // and written at dst + r * dst_stride, strides in SizeOf units of each side's
+  // dtype. Float to float converts as `convert`; float to quantized (kI8 / kI4,
+  // see dtype.h) quantizes, computing each row's or group's scales; quantized to
+  // f32 / f16 / bf16 dequantizes; quantized to the same dtype copies the bytes.
+  // Quantized to another quantized dtype is not supported (Expects).
+  void (*convert_rows)(DType from, const void* src, std::ptrdiff_t src_stride, DType to, void* dst,
+                       std::ptrdiff_t dst_stride, std::size_t rows,
+                       std::size_t n) noexcept = nullptr;
+
   // The reference's gatherRingCols: for each of `rows` rows of `k` elements of
   // `elem_size` bytes, dst[s] = src[(s - ring_idx) mod k] (logical column 0 is the
   // oldest key; ring slot s holds logical column (s - ring_idx) mod k).

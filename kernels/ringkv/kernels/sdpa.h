@@ -1,11 +1,15 @@
 #pragma once
 // Scaled-dot-product attention over raw strided arrays:
 //   out = softmax(scale * Q K^T + mask) V
-// Q [B, Hq, L, D] f32, K [B, Hkv, T, D], V [B, Hkv, T, Dv] in f32/f16/bf16 read as
-// stored, out [B, Hq, L, Dv] f32. K and V may be split along T into segments
-// (a paged cache hands over its blocks in place, without gathering them). Hq is a multiple of Hkv:
-// query head h reads kv head h / (Hq / Hkv). The kernels know nothing about caches or tensors; lib/
-// validates user input and fills these structs.
+// Q [B, Hq, L, D] f32, K [B, Hkv, T, D], V [B, Hkv, T, Dv] read as stored, out
+// [B, Hq, L, Dv] f32. K and V are f32/f16/bf16 (the same dtype), or quantized
+// (kI8 / kI4, dtype.h; K and V may then differ): a quantized array's shape counts
+// values, its strides count bytes, its last stride is 1 and each row of D (Dv)
+// values is RowBytes(dtype, D) bytes with its scales; the kernels fold the scales
+// into the scores and the softmax weights instead of dequantizing. K and V may be split along T
+// into segments (a paged cache hands over its blocks in place, without gathering them). Hq is a
+// multiple of Hkv: query head h reads kv head h / (Hq / Hkv). The kernels know nothing about caches
+// or tensors; lib/ validates user input and fills these structs.
 
 #include <array>
 #include <cstddef>
@@ -59,7 +63,8 @@ struct KvSegment {
 struct SdpaParams {
   ArrayRef q;  // [B, Hq, L, D], f32
   // The keys in order: key t of segment j has index T_0 + ... + T_{j-1} + t, and
-  // T is the sum of the T_i. Every segment has the same dtype, B, Hkv, D and Dv.
+  // T is the sum of the T_i. Every segment has the same K dtype, V dtype, B, Hkv,
+  // D and Dv.
   std::span<const KvSegment> kv;
   float* out = nullptr;                       // [B, Hq, L, Dv], f32
   std::array<std::int64_t, 4> out_strides{};  // in elements

@@ -141,6 +141,9 @@ const char* SafetensorsDType(DType dtype) noexcept {
       return "F16";
     case DType::kBF16:
       return "BF16";
+    case DType::kI8:
+    case DType::kI4:
+      break;  // quantized blocks are not safetensors tensors of one element type
   }
   return "?";
 }
