@@ -11,6 +11,8 @@ UnfusedPasses UnfusedPassesFor(kernels::Isa isa) {
   UnfusedPasses passes;
   switch (isa) {
     case kernels::Isa::kScalar:
+      FillUnfusedScalar(passes);
+      break;
     case kernels::Isa::kSse42:
       FillUnfusedBaseline(passes);
       break;

@@ -24,12 +24,14 @@ struct UnfusedPasses {
 };
 
 // One per unit; each fills the table with its unit's copies.
+void FillUnfusedScalar(UnfusedPasses& passes) noexcept;    // baseline, not vectorised
 void FillUnfusedBaseline(UnfusedPasses& passes) noexcept;  // baseline x86-64 (SSE2)
 void FillUnfusedAvx2(UnfusedPasses& passes) noexcept;
 void FillUnfusedAvx512(UnfusedPasses& passes) noexcept;  // only with RINGKV_ENABLE_AVX512
 
 // The passes built for `isa`'s flags: the AVX2 and AVX-512 units for those tiers,
-// the baseline unit for the scalar and SSE4.2 tiers. Expects KernelsFor(isa) != nullptr.
+// the baseline (SSE2) unit for SSE4.2, the unvectorised one for scalar. Expects KernelsFor(isa) !=
+// nullptr.
 UnfusedPasses UnfusedPassesFor(kernels::Isa isa);
 
 }  // namespace ringkv::bench

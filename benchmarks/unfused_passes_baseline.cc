@@ -1,5 +1,5 @@
 // The unfused attention passes (unfused_passes.h) built for baseline x86-64 (SSE2),
-// the scalar and SSE4.2 tiers' comparison (CMakeLists.txt).
+// the SSE4.2 tier's comparison (CMakeLists.txt).
 #include "unfused_passes.h"
 
 namespace ringkv::bench {
