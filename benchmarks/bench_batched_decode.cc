@@ -27,6 +27,7 @@
 #include "ringkv/batch_attention.h"
 #include "ringkv/causal_cache.h"
 #include "ringkv/context.h"
+#include "ringkv/kernels/kernel_table.h"
 #include "roofline.h"
 #include "roofline_counters.h"
 
@@ -121,7 +122,7 @@ class Step {
 // The least time a step that must read `kv_bytes` and do `flops` can take.
 double LimitSeconds(double kv_bytes, double flops, int threads) {
   return std::max(kv_bytes / ReadBandwidth(static_cast<std::size_t>(kv_bytes), threads),
-                  flops / FmaPeak(threads));
+                  flops / FmaPeakFor(kernels::BestKernels().isa, threads));
 }
 
 // Sets fraction and the label for a step that must read `kv_bytes` and do `flops`.
@@ -139,7 +140,7 @@ void BM_BatchedDecode(benchmark::State& state) {
   const double kv_bytes = sequences * (kContext + 1) * kTokenBytes;
   // The limits first: measuring them evicts whatever was in cache.
   ReadBandwidth(static_cast<std::size_t>(kv_bytes), threads);
-  FmaPeak(threads);
+  FmaPeakFor(kernels::BestKernels().isa, threads);
   Context ctx(threads);
   CausalCache cache = MakeCache(sequences, kContext);
   const Tensor k = RandomTensor(kDtype, kHkv, kContext, 1);
@@ -173,7 +174,7 @@ void BM_SharedPrefixDecode(benchmark::State& state) {
   // The prefix read once, then every sequence's own tokens and its step token.
   const double kv_bytes = (kContext + kSequences * (kOwn + 1)) * kTokenBytes;
   ReadBandwidth(static_cast<std::size_t>(kv_bytes), threads);
-  FmaPeak(threads);
+  FmaPeakFor(kernels::BestKernels().isa, threads);
   Context ctx(threads);
   const Tensor k = RandomTensor(kDtype, kHkv, kContext, 3);
   const Tensor v = RandomTensor(kDtype, kHkv, kContext, 4);

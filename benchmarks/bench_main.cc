@@ -3,11 +3,18 @@
 // iteration, the limit the case is held to, and the fraction of that limit.
 //   ringkv_bench --benchmark_min_time=0.05            the whole suite, briefly
 //   ringkv_bench --benchmark_filter=Decode            only its cases (and their limits)
+//   ringkv_bench --list_tiers                         the tiers RINGKV_ISA may name here
+// The kernel benchmarks run kernels::BestKernels(), so RINGKV_ISA=<tier> measures
+// that tier; the summary's header names it.
 #include <benchmark/benchmark.h>
 
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
+
+#include "ringkv/kernels/isa.h"
+#include "ringkv/kernels/kernel_table.h"
 
 namespace {
 
@@ -57,7 +64,9 @@ class SummaryReporter : public benchmark::ConsoleReporter {
   }
 
   void PrintSummary() const {
-    std::printf("\nringkv benchmark summary (fraction = share of the limit reached)\n");
+    const std::string tier(ringkv::kernels::IsaKey(ringkv::kernels::BestKernels().isa));
+    std::printf("\nringkv benchmark summary, tier %s (fraction = share of the limit reached)\n",
+                tier.c_str());
     std::printf("%-52s %7s %-9s %6s %12s %-24s %8s\n", "name", "threads", "dtype", "T", "time",
                 "limit", "fraction");
     for (const Line& l : lines_) {
@@ -71,11 +80,26 @@ class SummaryReporter : public benchmark::ConsoleReporter {
   std::vector<Line> lines_;
 };
 
+// The RINGKV_ISA keys of every tier that is compiled in, runs here and is within
+// the cap, lowest first, one per line (run_summary.sh runs the suite once per tier).
+void ListTiers() {
+  for (const ringkv::kernels::Isa isa : ringkv::kernels::AvailableIsas()) {
+    std::printf("%s\n", std::string(ringkv::kernels::IsaKey(isa)).c_str());
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 2 && std::strcmp(argv[1], "--list_tiers") == 0) {
+    ListTiers();
+    return 0;
+  }
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  // In the JSON output's context too, for plot_decode.py.
+  benchmark::AddCustomContext(
+      "ringkv_tier", std::string(ringkv::kernels::IsaKey(ringkv::kernels::BestKernels().isa)));
   SummaryReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
   reporter.PrintSummary();

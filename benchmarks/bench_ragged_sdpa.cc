@@ -137,7 +137,7 @@ void BM_RaggedDecode(benchmark::State& state) {
   const std::int64_t keys = groups * kBlocksPerGroup * kBlock;
   // The limits first: measuring them evicts whatever was in cache.
   ReadBandwidth(static_cast<std::size_t>(KvBytes(keys)), threads);
-  FmaPeak(threads);
+  FmaPeakFor(kernels::BestKernels().isa, threads);
   kernels::ThreadPool pool(threads);
   const Pool kv(groups * kBlocksPerGroup);
   Batch batch(groups);
@@ -161,7 +161,7 @@ void BM_RaggedSharedPrefix(benchmark::State& state) {
   const int threads = static_cast<int>(state.range(0));
   const std::int64_t keys = (kPrefixBlocks + kGroups) * kBlock;  // read once
   ReadBandwidth(static_cast<std::size_t>(KvBytes(keys)), threads);
-  FmaPeak(threads);
+  FmaPeakFor(kernels::BestKernels().isa, threads);
   kernels::ThreadPool pool(threads);
   const Pool kv(kPrefixBlocks + kGroups);
 

@@ -1,13 +1,14 @@
 // The machine's limits as benchmarks of their own, so that every run states
-// them: streaming (DRAM) read bandwidth, in-L3 read bandwidth, memcpy
-// bandwidth and f32 FMA peak, on 1 and 2 threads. The SDPA and convert cases
-// are held to the same measurements (roofline.h memoises them).
+// them: streaming (DRAM) read bandwidth, in-L3 read bandwidth, memcpy bandwidth
+// and the f32 FMA peak of every tier that runs here, on 1 and 2 threads. The SDPA
+// and convert cases are held to the same measurements (roofline.h memoises them).
 #include <benchmark/benchmark.h>
 
 #include <cstdio>
 #include <string>
 
 #include "bench_util.h"
+#include "ringkv/kernels/kernel_table.h"
 #include "roofline.h"
 
 namespace ringkv::bench {
@@ -65,11 +66,17 @@ BENCHMARK_CAPTURE(BM_MemcpyBandwidth, dram_1GiB, kStreamBytes)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
-void BM_FmaPeak(benchmark::State& state) {
+// The f32 peak of each tier's widest multiply-add, one row per tier that runs here
+// within the tier cap: each kernel benchmark is held to its own tier's row.
+void BM_FmaPeak(benchmark::State& state, kernels::Isa isa) {
+  if (kernels::KernelsFor(isa) == nullptr) {
+    state.SkipWithError("tier not available on this CPU or build, or above RINGKV_ISA");
+    return;
+  }
   const int threads = static_cast<int>(state.range(0));
   double best = 0.0;
   for (auto _ : state) {
-    const double flops = MeasureFmaPeak(threads);
+    const double flops = MeasureFmaPeak(isa, threads);
     best = flops > best ? flops : best;
   }
   state.counters["threads"] = threads;
@@ -78,13 +85,18 @@ void BM_FmaPeak(benchmark::State& state) {
   std::snprintf(text, sizeof(text), "fma=%.1fGFLOP/s", best * 1e-9);
   state.SetLabel(SummaryLabel("f32", text));
 }
-BENCHMARK(BM_FmaPeak)
-    ->ArgName("threads")
-    ->Arg(1)
-    ->Arg(2)
-    ->Iterations(3)
-    ->Unit(benchmark::kMillisecond)
-    ->UseRealTime();
+void FmaPeakArgs(benchmark::internal::Benchmark* b) {
+  b->ArgName("threads")
+      ->Arg(1)
+      ->Arg(2)
+      ->Iterations(3)
+      ->Unit(benchmark::kMillisecond)
+      ->UseRealTime();
+}
+BENCHMARK_CAPTURE(BM_FmaPeak, scalar, kernels::Isa::kScalar)->Apply(FmaPeakArgs);
+BENCHMARK_CAPTURE(BM_FmaPeak, sse42, kernels::Isa::kSse42)->Apply(FmaPeakArgs);
+BENCHMARK_CAPTURE(BM_FmaPeak, avx2, kernels::Isa::kAvx2)->Apply(FmaPeakArgs);
+BENCHMARK_CAPTURE(BM_FmaPeak, avx512, kernels::Isa::kAvx512)->Apply(FmaPeakArgs);
 
 }  // namespace
 }  // namespace ringkv::bench

@@ -93,7 +93,7 @@ void BM_Decode(benchmark::State& state, DType dtype) {
   const std::size_t kv_bytes = 2 * static_cast<std::size_t>(kHkv * t * kD) * SizeOf(dtype);
   // The limits first: measuring them evicts whatever was in cache.
   const double bandwidth = ReadBandwidth(kv_bytes, threads);
-  FmaPeak(threads);
+  FmaPeakFor(kernels::BestKernels().isa, threads);
   kernels::ThreadPool pool(threads);
   Layer layer(dtype, t, 1);
   Attention attention(1, t, kernels::MaskKind::kNone);
@@ -107,7 +107,7 @@ void BM_DecodeCold(benchmark::State& state, DType dtype) {
   const int threads = static_cast<int>(state.range(1));
   const std::size_t kv_bytes = 2 * static_cast<std::size_t>(kHkv * t * kD) * SizeOf(dtype);
   const double bandwidth = ReadBandwidth(kStreamBytes, threads);
-  FmaPeak(threads);
+  FmaPeakFor(kernels::BestKernels().isa, threads);
   kernels::ThreadPool pool(threads);
   const std::size_t layer_count =
       kv_bytes >= kColdFootprint / 2 ? 2 : (kColdFootprint + kv_bytes - 1) / kv_bytes;
@@ -138,7 +138,7 @@ void BM_Prefill(benchmark::State& state, DType dtype) {
   constexpr std::int64_t kL = 512;
   const std::int64_t t = state.range(0);
   const int threads = static_cast<int>(state.range(1));
-  const double peak = FmaPeak(threads);
+  const double peak = FmaPeakFor(kernels::BestKernels().isa, threads);
   kernels::ThreadPool pool(threads);
   Layer layer(dtype, t, 7);
   Attention attention(kL, t, kernels::MaskKind::kCausal);

@@ -1,6 +1,7 @@
-// Read, memcpy and FMA roofline measurements. The inner loops are compiled for
-// AVX2+FMA through target attributes and picked at run time, so the benchmark
-// binary itself stays baseline x86-64 like the library.
+// Read, memcpy and FMA roofline measurements. The read loop is compiled for AVX2
+// through a target attribute and the FMA loops per tier in units of their own
+// (fma_chains.h), picked at run time, so the benchmark binary itself stays
+// baseline x86-64 like the library.
 #include "roofline.h"
 
 #include <immintrin.h>
@@ -10,6 +11,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <gsl/assert>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -17,6 +19,9 @@
 #include <thread>
 #include <utility>
 #include <vector>
+
+#include "fma_chains.h"
+#include "ringkv/kernels/kernel_table.h"
 
 namespace ringkv::bench {
 namespace {
@@ -66,53 +71,29 @@ float ReadSse2(const float* p, std::size_t n) {
   return _mm_cvtss_f32(acc[0]);
 }
 
-// `iterations` x 12 independent FMA chains of 8 lanes: 192 flops per iteration.
-// Twelve chains cover a 4-cycle latency on two FMA pipes with room to spare.
-constexpr int kChains = 12;
-__attribute__((target("avx2,fma"))) float FmaAvx2(std::size_t iterations, float seed) {
-  // Distinct starting values: equal chains would be merged into one by the compiler.
-  __m256 c0 = _mm256_set1_ps(seed), c1 = _mm256_set1_ps(seed + 1), c2 = _mm256_set1_ps(seed + 2),
-         c3 = _mm256_set1_ps(seed + 3), c4 = _mm256_set1_ps(seed + 4),
-         c5 = _mm256_set1_ps(seed + 5), c6 = _mm256_set1_ps(seed + 6),
-         c7 = _mm256_set1_ps(seed + 7), c8 = _mm256_set1_ps(seed + 8),
-         c9 = _mm256_set1_ps(seed + 9), c10 = _mm256_set1_ps(seed + 10),
-         c11 = _mm256_set1_ps(seed + 11);
-  const __m256 a = _mm256_set1_ps(0.999999f);
-  const __m256 b = _mm256_set1_ps(1e-7f);
-  for (std::size_t i = 0; i < iterations; ++i) {
-    c0 = _mm256_fmadd_ps(c0, a, b);
-    c1 = _mm256_fmadd_ps(c1, a, b);
-    c2 = _mm256_fmadd_ps(c2, a, b);
-    c3 = _mm256_fmadd_ps(c3, a, b);
-    c4 = _mm256_fmadd_ps(c4, a, b);
-    c5 = _mm256_fmadd_ps(c5, a, b);
-    c6 = _mm256_fmadd_ps(c6, a, b);
-    c7 = _mm256_fmadd_ps(c7, a, b);
-    c8 = _mm256_fmadd_ps(c8, a, b);
-    c9 = _mm256_fmadd_ps(c9, a, b);
-    c10 = _mm256_fmadd_ps(c10, a, b);
-    c11 = _mm256_fmadd_ps(c11, a, b);
-  }
-  const __m256 sum =
-      _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(_mm256_add_ps(c0, c1), _mm256_add_ps(c2, c3)),
-                                  _mm256_add_ps(_mm256_add_ps(c4, c5), _mm256_add_ps(c6, c7))),
-                    _mm256_add_ps(_mm256_add_ps(c8, c9), _mm256_add_ps(c10, c11)));
-  alignas(32) float lanes[8];
-  _mm256_store_ps(lanes, sum);
-  return lanes[0];
-}
+// A tier's peak loop and the flops of one of its steps.
+struct FmaLoop {
+  float (*run)(std::size_t iterations, float seed) noexcept;
+  double flops_per_step;
+};
 
-// Without FMA: a multiply and an add per step (2 flops x 4 lanes x 12 chains).
-float MulAddSse2(std::size_t iterations, float seed) {
-  __m128 acc[kChains];
-  for (int j = 0; j < kChains; ++j) acc[j] = _mm_set1_ps(seed + static_cast<float>(j));
-  const __m128 a = _mm_set1_ps(0.999999f);
-  const __m128 b = _mm_set1_ps(1e-7f);
-  for (std::size_t i = 0; i < iterations; ++i) {
-    for (auto& x : acc) x = _mm_add_ps(_mm_mul_ps(x, a), b);
+FmaLoop FmaLoopFor(kernels::Isa isa) {
+  switch (isa) {
+    case kernels::Isa::kScalar:
+      return {FmaChainsScalar, kFmaFlopsPerStepScalar};
+    case kernels::Isa::kSse42:
+      return {FmaChainsSse42, kFmaFlopsPerStepSse42};
+    case kernels::Isa::kAvx2:
+      return {FmaChainsAvx2, kFmaFlopsPerStepAvx2};
+    case kernels::Isa::kAvx512:
+#if RINGKV_HAVE_AVX512
+      return {FmaChainsAvx512, kFmaFlopsPerStepAvx512};
+#else
+      break;  // not built, so KernelsFor(kAvx512) is null
+#endif
   }
-  for (int j = 1; j < kChains; ++j) acc[0] = _mm_add_ps(acc[0], acc[j]);
-  return _mm_cvtss_f32(acc[0]);
+  Expects(false);
+  return {};
 }
 
 // Runs work(thread) on `threads` threads released together and returns the
@@ -203,18 +184,17 @@ double MeasureMemcpyBandwidth(std::size_t bytes, int threads) {
   return moved / seconds;
 }
 
-double MeasureFmaPeak(int threads) {
-  const bool avx2 = HasAvx2Fma();
+double MeasureFmaPeak(kernels::Isa isa, int threads) {
+  // Otherwise the loop could raise SIGILL, or measure a tier no kernel here runs.
+  Expects(kernels::KernelsFor(isa) != nullptr);
+  const FmaLoop loop = FmaLoopFor(isa);
   constexpr std::size_t kIterations = std::size_t{1} << 22;
   const auto work = [&](int t) {
-    const float seed = static_cast<float>(t);
-    g_sink.store(avx2 ? FmaAvx2(kIterations, seed) : MulAddSse2(kIterations, seed),
-                 std::memory_order_relaxed);
+    g_sink.store(loop.run(kIterations, static_cast<float>(t)), std::memory_order_relaxed);
   };
   work(0);
   const double seconds = TimeParallel(threads, work);
-  const double flops_per_iteration = avx2 ? 2.0 * 8 * kChains : 2.0 * 4 * kChains;
-  return flops_per_iteration * static_cast<double>(kIterations) * threads / seconds;
+  return loop.flops_per_step * static_cast<double>(kIterations) * threads / seconds;
 }
 
 namespace {
@@ -253,8 +233,9 @@ double MemcpyBandwidth(std::size_t bytes, int threads) {
   return TheMemo().Get(1, bytes, threads, [&] { return MeasureMemcpyBandwidth(bytes, threads); });
 }
 
-double FmaPeak(int threads) {
-  return TheMemo().Get(2, 0, threads, [&] { return MeasureFmaPeak(threads); });
+double FmaPeakFor(kernels::Isa isa, int threads) {
+  return TheMemo().Get(2, static_cast<std::size_t>(isa), threads,
+                       [&] { return MeasureFmaPeak(isa, threads); });
 }
 
 }  // namespace ringkv::bench

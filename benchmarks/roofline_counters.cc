@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "bench_util.h"
+#include "ringkv/kernels/kernel_table.h"
 #include "roofline.h"
 
 namespace ringkv::bench {
@@ -22,7 +23,7 @@ std::string ReadName(std::size_t bytes) {
 void SetRooflineCounters(benchmark::State& state, DType dtype, double keys, int threads,
                          double seconds, double kv_bytes, double flops, double bandwidth,
                          const std::string& bandwidth_name) {
-  const double peak = FmaPeak(threads);
+  const double peak = FmaPeakFor(kernels::BestKernels().isa, threads);
   const double t_memory = kv_bytes / bandwidth;
   const double t_compute = flops / peak;
   const bool memory_bound = t_memory >= t_compute;
@@ -30,6 +31,10 @@ void SetRooflineCounters(benchmark::State& state, DType dtype, double keys, int 
   state.counters["T"] = keys;
   state.counters["threads"] = threads;
   state.counters["t_limit_us"] = t_limit * 1e6;
+  // Each limit on its own, for plots of time against both (plot_decode.py).
+  state.counters["t_memory_us"] = t_memory * 1e6;
+  state.counters["t_compute_us"] = t_compute * 1e6;
+  state.counters["kv_bytes"] = kv_bytes;
   state.counters["fraction"] = seconds > 0.0 ? t_limit / seconds : 0.0;
   state.counters["GB/s"] = seconds > 0.0 ? kv_bytes / seconds * 1e-9 : 0.0;
   state.SetLabel(SummaryLabel(std::string(DTypeName(dtype)),

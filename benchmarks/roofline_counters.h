@@ -34,9 +34,11 @@ double TimedLoop(benchmark::State& state, const Iteration& iteration) {
 }
 
 // For a step of `seconds` that must read `kv_bytes` (at `bandwidth`, named
-// `bandwidth_name` in the label) and do `flops`: the counters T (= `keys`),
-// threads, t_limit_us (the larger of the two times), fraction = t_limit / seconds
-// and GB/s, and the label "<dtype> <the limit that binds>".
+// `bandwidth_name` in the label) and do `flops` (at the FMA peak of the tier of
+// kernels::BestKernels(), the table every caller runs): the counters T (= `keys`),
+// threads, t_memory_us and t_compute_us (the two limits), t_limit_us (the larger),
+// fraction = t_limit / seconds, kv_bytes and GB/s, and the label
+// "<dtype> <the limit that binds>".
 void SetRooflineCounters(benchmark::State& state, DType dtype, double keys, int threads,
                          double seconds, double kv_bytes, double flops, double bandwidth,
                          const std::string& bandwidth_name);
