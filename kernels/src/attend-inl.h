@@ -99,6 +99,12 @@ struct Attender {
   // chains two FMA pipes of latency 4 need on AVX2 (4 x 3 and 2 x 4 were no
   // faster); AVX-512's 32 registers hold 4 x 4.
   static constexpr int kAccChunks = kN == 16 ? 4 : 2;
+  // Prefill-sized tiles (>= kWideTileRows rows) on AVX2 run both steps on 6-row
+  // register tiles, 6 x 2 accumulators + 2 K (or V) vectors + 1 q (or p): each
+  // converted K/V vector then serves 6 FMAs instead of 4 (docs/benchmarks.md,
+  // prefill). 0: not used on this tier (not measured on SSE4.2 or AVX-512).
+  static constexpr int kWideRows = kN == 8 ? 6 : 0;
+  static constexpr std::int64_t kWideTileRows = 16;
 
   // out[r * out_stride + j] = q_r . k_j for R rows (q_stride apart) and K keys.
   // R x K independent accumulators hide the FMA latency; each K vector is
@@ -488,6 +494,14 @@ struct Attender {
     // Only the first row group prefetches: each K/V row is requested once.
     const Prefetch none;
     std::int64_t r = 0;
+    if constexpr (kWideRows > 0) {
+      if (rows_total >= kWideTileRows) {
+        for (; r + kWideRows <= rows_total; r += kWideRows) {
+          ScoreRows<kWideRows, 2>(qs + r * qd, qd, k, k_stride, kb, t.d, s + r * t.block, t.block,
+                                  r == 0 ? pf : none);
+        }
+      }
+    }
     for (; r + 4 <= rows_total; r += 4) {
       ScoreRows<4, kScoreKeys>(qs + r * qd, qd, k, k_stride, kb, t.d, s + r * t.block, t.block,
                                r == 0 ? pf : none);
@@ -521,6 +535,15 @@ struct Attender {
                          const float* alpha, const Stored* v, std::int64_t v_stride,
                          std::int64_t kb) {
     std::int64_t r = 0;
+    if constexpr (kWideRows > 0) {
+      if (rows_total >= kWideTileRows) {
+        for (; r + kWideRows <= rows_total; r += kWideRows) {
+          AccumulateRows<kWideRows, 2, kSkipHidden>(s + r * t.block, t.block, alpha + r, v,
+                                                    v_stride, kb, t.dv, t.acc + r * t.acc_stride,
+                                                    t.acc_stride);
+        }
+      }
+    }
     for (; r + 4 <= rows_total; r += 4) {
       AccumulateRows<4, kAccChunks, kSkipHidden>(s + r * t.block, t.block, alpha + r, v, v_stride,
                                                  kb, t.dv, t.acc + r * t.acc_stride, t.acc_stride);
