@@ -58,7 +58,9 @@ FloatBatch<Arch> ExpNonPositive(const FloatBatch<Arch>& x) {
 template <class Arch>
 __attribute__((always_inline)) inline FloatBatch<Arch> LoadInRegister(const float* p) {
   typename FloatBatch<Arch>::register_type raw = FloatBatch<Arch>::load_unaligned(p);
-  asm("" : "+x"(raw));
+  // "v", not "x": with AVX-512 enabled "x" allows only registers 0-15, so the
+  // 4 x 4 score tile below would have to fit in half the register file.
+  asm("" : "+v"(raw));
   return FloatBatch<Arch>(raw);
 }
 
@@ -88,7 +90,21 @@ struct Attender {
   // step at ~55% of the FMA peak (T 1024 f16 decode, Zen 3). f16/bf16 only: for
   // f32 K, whose rows are twice as many lines, 4 x 3 made decode from DRAM 3-12%
   // slower (T 4k / 16k, 1 thread) and gained nothing in cache.
-  static constexpr int kScoreKeys = kN == 8 && sizeof(Stored) == 2 ? 3 : 2;
+  // AVX-512 (16 lanes, 32 registers): 4 x 4 accumulators + 4 K vectors + 1 q
+  // vector use 21 registers, 16 chains, and one haddp of 16 batches reduces the
+  // whole tile (4 x 2 with a horizontal add per accumulator before; not timed:
+  // no AVX-512 host at hand).
+  static constexpr int kScoreKeys = kN == 16 ? 4 : kN == 8 && sizeof(Stored) == 2 ? 3 : 2;
+  // Dv vectors per pass of step (3) with 4 rows: 4 x 2 accumulators are the 8
+  // chains two FMA pipes of latency 4 need on AVX2 (4 x 3 and 2 x 4 were no
+  // faster); AVX-512's 32 registers hold 4 x 4.
+  static constexpr int kAccChunks = kN == 16 ? 4 : 2;
+  // Prefill-sized tiles (>= kWideTileRows rows) on AVX2 run both steps on 6-row
+  // register tiles, 6 x 2 accumulators + 2 K (or V) vectors + 1 q (or p): each
+  // converted K/V vector then serves 6 FMAs instead of 4 (docs/benchmarks.md,
+  // prefill). 0: not used on this tier (not measured on SSE4.2 or AVX-512).
+  static constexpr int kWideRows = kN == 8 ? 6 : 0;
+  static constexpr std::int64_t kWideTileRows = 16;
 
   // out[r * out_stride + j] = q_r . k_j for R rows (q_stride apart) and K keys.
   // R x K independent accumulators hide the FMA latency; each K vector is
@@ -117,7 +133,7 @@ struct Attender {
     // partial group is padded by repeating its accumulators.
     constexpr int kGroup = static_cast<int>(kN);
     alignas(64) float sums[static_cast<std::size_t>((R * K + kGroup - 1) / kGroup * kGroup)];
-    if constexpr (kN == 4 || kN == 8) {
+    if constexpr (kN == 4 || kN == 8 || kN == 16) {
 #pragma GCC unroll 16
       for (int g = 0; g < R * K; g += kGroup) {
         if (g + kGroup <= R * K) {
@@ -478,6 +494,14 @@ struct Attender {
     // Only the first row group prefetches: each K/V row is requested once.
     const Prefetch none;
     std::int64_t r = 0;
+    if constexpr (kWideRows > 0) {
+      if (rows_total >= kWideTileRows) {
+        for (; r + kWideRows <= rows_total; r += kWideRows) {
+          ScoreRows<kWideRows, 2>(qs + r * qd, qd, k, k_stride, kb, t.d, s + r * t.block, t.block,
+                                  r == 0 ? pf : none);
+        }
+      }
+    }
     for (; r + 4 <= rows_total; r += 4) {
       ScoreRows<4, kScoreKeys>(qs + r * qd, qd, k, k_stride, kb, t.d, s + r * t.block, t.block,
                                r == 0 ? pf : none);
@@ -511,9 +535,18 @@ struct Attender {
                          const float* alpha, const Stored* v, std::int64_t v_stride,
                          std::int64_t kb) {
     std::int64_t r = 0;
+    if constexpr (kWideRows > 0) {
+      if (rows_total >= kWideTileRows) {
+        for (; r + kWideRows <= rows_total; r += kWideRows) {
+          AccumulateRows<kWideRows, 2, kSkipHidden>(s + r * t.block, t.block, alpha + r, v,
+                                                    v_stride, kb, t.dv, t.acc + r * t.acc_stride,
+                                                    t.acc_stride);
+        }
+      }
+    }
     for (; r + 4 <= rows_total; r += 4) {
-      AccumulateRows<4, 2, kSkipHidden>(s + r * t.block, t.block, alpha + r, v, v_stride, kb, t.dv,
-                                        t.acc + r * t.acc_stride, t.acc_stride);
+      AccumulateRows<4, kAccChunks, kSkipHidden>(s + r * t.block, t.block, alpha + r, v, v_stride,
+                                                 kb, t.dv, t.acc + r * t.acc_stride, t.acc_stride);
     }
     switch (rows_total - r) {
       case 3:

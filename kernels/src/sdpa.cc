@@ -80,6 +80,7 @@ struct Plan {
   std::int64_t base_tasks;     // batch * hkv * row_tiles
   std::int64_t chunks;         // key chunks per base task
   std::int64_t tile_rows;      // G * Lt: state rows per task
+  std::int64_t key_block;      // keys per inner block of the attend kernel
   std::int64_t acc_stride;     // Dv rounded up to 16
   std::int64_t scratch_floats;
   std::int64_t state_floats;  // m, l, acc of one task
@@ -101,8 +102,10 @@ Plan MakePlan(const Dims& dims, const SdpaTuning& tuning, int threads) {
     plan.chunks = std::min(CeilDiv(wanted, plan.base_tasks), by_length);
   }
   plan.tile_rows = dims.group * plan.rows_per_tile;
+  plan.key_block =
+      plan.tile_rows <= tuning.decode_tile_rows ? tuning.decode_key_block : tuning.key_block;
   plan.acc_stride = RoundUp(dims.dv, kPad);
-  plan.scratch_floats = plan.tile_rows * (RoundUp(dims.d, kPad) + tuning.key_block + kPad);
+  plan.scratch_floats = plan.tile_rows * (RoundUp(dims.d, kPad) + plan.key_block + kPad);
   plan.state_floats = RoundUp(plan.tile_rows, kPad) * 2 + plan.tile_rows * plan.acc_stride;
   const bool split = plan.chunks > 1;
   plan.run_bytes =
@@ -264,7 +267,7 @@ void Sdpa(const SdpaParams& params, const KernelTable& table, Executor& executor
       tile.mask_row_stride = ms[2];
       tile.mask_key_stride = ms[3];
     }
-    tile.block = tuning.key_block;
+    tile.block = plan.key_block;
     tile.scratch = worker_base;
     tile.m = state.m;
     tile.l = state.l;

@@ -10,6 +10,7 @@
 // 249 / 247 / 245 us, T 16k cold (2 layers cycled) 6.1-6.2 / 5.6-5.7 / 5.5-5.7 /
 // 5.6-6.0 ms. 64 stays: larger blocks gain < 2% in decode and grow the score
 // tile of prefill (64 rows x key_block floats) past half the L1.
+// decode_key_block: docs/benchmarks.md ("decode key block") has the sweep.
 
 #include <cstdint>
 
@@ -19,6 +20,11 @@ struct SdpaTuning {
   // Keys per inner block of the attend kernels: the scores of a block for every
   // row of a tile live in L1 (rows x key_block floats). Multiple of 16.
   std::int64_t key_block = 64;
+  // ... except for tiles of at most decode_tile_rows rows (decode, short
+  // speculative steps), whose scores stay small: a longer block spreads the
+  // per-block softmax work (reductions, the rescale) over more keys.
+  std::int64_t decode_key_block = 256;
+  std::int64_t decode_tile_rows = 16;
   // Query rows per tile (G heads x Lt rows): every K/V block is read once per tile,
   // so larger tiles cut K/V traffic in prefill; 64 rows x 64 keys of scores = 16 KiB.
   std::int64_t tile_rows = 64;
