@@ -91,7 +91,7 @@ struct Attender {
   // f32 K, whose rows are twice as many lines, 4 x 3 made decode from DRAM 3-12%
   // slower (T 4k / 16k, 1 thread) and gained nothing in cache.
   // AVX-512 (16 lanes, 32 registers): 4 x 4 accumulators + 4 K vectors + 1 q
-  // vector use 21 registers, 16 chains, and one haddp of 16 batches reduces the
+  // vector use 21 registers, 16 chains, and one TransposeAdd of 16 batches reduces the
   // whole tile (4 x 2 with a horizontal add per accumulator before; not timed:
   // no AVX-512 host at hand).
   static constexpr int kScoreKeys = kN == 16 ? 4 : kN == 8 && sizeof(Stored) == 2 ? 3 : 2;
@@ -137,12 +137,12 @@ struct Attender {
 #pragma GCC unroll 16
       for (int g = 0; g < R * K; g += kGroup) {
         if (g + kGroup <= R * K) {
-          xsimd::haddp(acc + g).store_aligned(sums + g);
+          TransposeAdd<Arch>(acc + g).store_aligned(sums + g);
         } else {
           B part[static_cast<std::size_t>(kGroup)];
 #pragma GCC unroll 16
           for (int i = 0; i < kGroup; ++i) part[i] = acc[g + i % (R * K - g)];
-          xsimd::haddp(part).store_aligned(sums + g);
+          TransposeAdd<Arch>(part).store_aligned(sums + g);
         }
       }
     } else {

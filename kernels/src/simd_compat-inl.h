@@ -46,6 +46,42 @@ float ReduceAdd(const FloatBatch<Arch>& v) {
   return xsimd::hadd(v);
 }
 
+// sums[i] = sum of rows[i]'s lanes, for N = lanes rows. xsimd 8.1's
+// avx512f haddp puts rows 2-3 and 4-5 (and 10-11, 12-13) in each other's place,
+// so 16 lanes use our own transpose-add: pairs of rows fold their 128-bit lanes
+// (8 partials each), pairs of those fold again (lane k holds row 4i + k), two
+// in-lane shuffle-adds leave row k + 4j at lane k, element j, and one permute
+// puts row r at element r.
+template <class Arch>
+FloatBatch<Arch> TransposeAdd(const FloatBatch<Arch>* rows) {
+  if constexpr (std::is_base_of_v<xsimd::avx512f, Arch>) {
+    __m512 pairs[8];
+    for (int i = 0; i < 8; ++i) {
+      const __m512 a = rows[2 * i];
+      const __m512 b = rows[2 * i + 1];
+      pairs[i] = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(1, 0, 1, 0)),
+                               _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 2, 3, 2)));
+    }
+    __m512 quads[4];
+    for (int i = 0; i < 4; ++i) {
+      const __m512 a = pairs[2 * i];
+      const __m512 b = pairs[2 * i + 1];
+      quads[i] = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(2, 0, 2, 0)),
+                               _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 1, 3, 1)));
+    }
+    const auto fold = [](__m512 a, __m512 b) {
+      return _mm512_add_ps(_mm512_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0)),
+                           _mm512_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1)));
+    };
+    const __m512 lanes = fold(fold(quads[0], quads[1]), fold(quads[2], quads[3]));
+    // Row r sits at element 4 (r % 4) + r / 4.
+    const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    return FloatBatch<Arch>(_mm512_permutexvar_ps(order, lanes));
+  } else {
+    return xsimd::haddp(rows);
+  }
+}
+
 template <class Arch>
 float ReduceMax(const FloatBatch<Arch>& v) {
   alignas(64) float lanes[FloatBatch<Arch>::size];
