@@ -103,10 +103,7 @@ struct QuantAttender {
 #pragma GCC unroll 16
         for (int j = 0; j < K; ++j) {
           const std::uint8_t* row = k + j * k_stride;
-          LoadI4AsFloat<Arch>(row + c / 2, even[j], odd[j]);
-          const B sc(Scale(row + scale_at));
-          even[j] *= sc;
-          odd[j] *= sc;
+          LoadI4Scaled<Arch>(row + c / 2, Scale(row + scale_at), even[j], odd[j]);
         }
 #pragma GCC unroll 16
         for (int r = 0; r < R; ++r) {
@@ -215,10 +212,8 @@ struct QuantAttender {
 #pragma GCC unroll 16
           for (int x = 0; x < VC; ++x) {
             const std::int64_t at = c + x * kSpan;
-            LoadI4AsFloat<Arch>(vj + at / 2, vv[2 * x], vv[2 * x + 1]);
-            const B sc(Scale(vj + dv / 2 + at / kGroup * 4));
-            vv[2 * x] *= sc;
-            vv[2 * x + 1] *= sc;
+            LoadI4Scaled<Arch>(vj + at / 2, Scale(vj + dv / 2 + at / kGroup * 4), vv[2 * x],
+                               vv[2 * x + 1]);
           }
         }
 #pragma GCC unroll 16

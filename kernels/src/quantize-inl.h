@@ -29,37 +29,24 @@ I32Batch<Arch> LoadWidenI8(const std::uint8_t* p) {
   }
 }
 
-// Zero-extends FloatBatch<Arch>::size bytes to int32 lanes (vpmovzxbd).
-template <class Arch>
-I32Batch<Arch> LoadWidenU8(const std::uint8_t* p) {
-  constexpr std::size_t kLanes = I32Batch<Arch>::size;
-  if constexpr (kLanes == 16) {
-    return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-  } else if constexpr (kLanes == 8) {
-    return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
-  } else {
-    static_assert(kLanes == 4, "unsupported batch width");
-    std::int32_t word;
-    __builtin_memcpy(&word, p, sizeof word);
-    return _mm_cvtepu8_epi32(_mm_cvtsi32_si128(word));
-  }
-}
-
 // int8 row values [c, c + size) as f32 (not yet scaled).
 template <class Arch>
 FloatBatch<Arch> LoadI8AsFloat(const std::uint8_t* p) {
   return xsimd::batch_cast<float>(LoadWidenI8<Arch>(p));
 }
 
-// The 2 * size int4 values held by `size` bytes at p, as f32 (not yet scaled):
-// `even` gets values 0, 2, 4, ... (the low nibbles), `odd` values 1, 3, 5, ...
-// (the high ones). Shifting the nibble to the top of the lane and back
-// arithmetically sign-extends it.
+// The 2 * size int4 values held by `size` bytes at p, times `scale`: `even` gets
+// values 0, 2, 4, ... (the low nibbles), `odd` values 1, 3, 5, ... (the high
+// ones). The sign-extended byte is 16 odd + (even & 15), so `<< 28` leaves
+// even * 2^28 and clearing the low nibble leaves odd * 16, both exact in f32;
+// the powers of two go into the scale (exact unless it is below 2^-98).
 template <class Arch>
-void LoadI4AsFloat(const std::uint8_t* p, FloatBatch<Arch>& even, FloatBatch<Arch>& odd) {
-  const I32Batch<Arch> bytes = LoadWidenU8<Arch>(p);
-  even = xsimd::batch_cast<float>((bytes << 28) >> 28);
-  odd = xsimd::batch_cast<float>((bytes << 24) >> 28);
+void LoadI4Scaled(const std::uint8_t* p, float scale, FloatBatch<Arch>& even,
+                  FloatBatch<Arch>& odd) {
+  using B = FloatBatch<Arch>;
+  const I32Batch<Arch> bytes = LoadWidenI8<Arch>(p);
+  even = xsimd::batch_cast<float>(bytes << 28) * B(scale * 0x1p-28f);
+  odd = xsimd::batch_cast<float>(bytes & I32Batch<Arch>(~0xF)) * B(scale * 0x1p-4f);
 }
 
 // Stores the low byte of each lane; every lane must be in [-128, 127] (the packs
