@@ -7,6 +7,8 @@
 //     cache, held to the streaming (DRAM) bandwidth.
 //   Prefill (L 512, causal): useful GFLOP/s over the unmasked query-key pairs
 //     (4 Hq D flops each) and its fraction of the FMA peak.
+// int8 / int4 K/V are stored rows with their scales (dtype.h): their bytes, and
+// so their bandwidth limits, count RowBytes per row.
 #include <benchmark/benchmark.h>
 
 #include <cmath>
@@ -32,19 +34,38 @@ using kernels::SdpaParams;
 constexpr std::size_t kColdFootprint = 128 * kMiB;
 
 ArrayRef Contiguous(const Buffer& b, DType dtype, std::int64_t heads, std::int64_t rows) {
+  // A row's stride: kD elements, or for quantized rows their bytes.
+  const auto row = IsQuantized(dtype) ? static_cast<std::int64_t>(RowBytes(dtype, kD)) : kD;
   ArrayRef a;
   a.data = b.Data();
   a.dtype = dtype;
   a.shape = {1, heads, rows, kD};
-  a.strides = {heads * rows * kD, rows * kD, kD, 1};
+  a.strides = {heads * rows * row, rows * row, row, 1};
   return a;
+}
+
+// Bytes of K or V of one layer, [1, Hkv, T, D].
+std::size_t KvSideBytes(DType dtype, std::int64_t t) {
+  return static_cast<std::size_t>(kHkv * t) * RowBytes(dtype, kD);
+}
+
+// kHkv * t rows of kD random values in `dtype`; quantized ones quantize f32 rows.
+Buffer RandomRows(DType dtype, std::int64_t t, std::uint32_t seed) {
+  const auto n = static_cast<std::size_t>(kHkv * t * kD);
+  if (!IsQuantized(dtype)) return RandomBuffer(dtype, n, seed);
+  const Buffer f32 = RandomBuffer(DType::kF32, n, seed);
+  Buffer out(KvSideBytes(dtype, t));
+  kernels::BestKernels().convert_rows(DType::kF32, f32.Data(), kD, dtype, out.Data(),
+                                      static_cast<std::ptrdiff_t>(RowBytes(dtype, kD)),
+                                      static_cast<std::size_t>(kHkv * t), kD);
+  return out;
 }
 
 // One layer's K and V, [1, Hkv, T, D] each.
 struct Layer {
   Layer(DType dtype, std::int64_t t, std::uint32_t seed)
-      : k(RandomBuffer(dtype, static_cast<std::size_t>(kHkv * t * kD), seed)),
-        v(RandomBuffer(dtype, static_cast<std::size_t>(kHkv * t * kD), seed + 1)),
+      : k(RandomRows(dtype, t, seed)),
+        v(RandomRows(dtype, t, seed + 1)),
         segment{Contiguous(k, dtype, kHkv, t), Contiguous(v, dtype, kHkv, t)} {}
   Buffer k;
   Buffer v;
@@ -78,8 +99,7 @@ struct Attention {
 
 void SetDecodeCounters(benchmark::State& state, DType dtype, std::int64_t t, int threads,
                        double seconds, double bandwidth, const std::string& bandwidth_name) {
-  const double kv_bytes =
-      2.0 * static_cast<double>(kHkv * t * kD * static_cast<std::int64_t>(SizeOf(dtype)));
+  const double kv_bytes = 2.0 * static_cast<double>(KvSideBytes(dtype, t));
   const double flops = 4.0 * static_cast<double>(kHq * t * kD);
   SetRooflineCounters(state, dtype, static_cast<double>(t), threads, seconds, kv_bytes, flops,
                       bandwidth, bandwidth_name);
@@ -90,7 +110,7 @@ void SetDecodeCounters(benchmark::State& state, DType dtype, std::int64_t t, int
 void BM_Decode(benchmark::State& state, DType dtype) {
   const std::int64_t t = state.range(0);
   const int threads = static_cast<int>(state.range(1));
-  const std::size_t kv_bytes = 2 * static_cast<std::size_t>(kHkv * t * kD) * SizeOf(dtype);
+  const std::size_t kv_bytes = 2 * KvSideBytes(dtype, t);
   // The limits first: measuring them evicts whatever was in cache.
   const double bandwidth = ReadBandwidth(kv_bytes, threads);
   FmaPeakFor(kernels::BestKernels().isa, threads);
@@ -105,7 +125,7 @@ void BM_Decode(benchmark::State& state, DType dtype) {
 void BM_DecodeCold(benchmark::State& state, DType dtype) {
   const std::int64_t t = state.range(0);
   const int threads = static_cast<int>(state.range(1));
-  const std::size_t kv_bytes = 2 * static_cast<std::size_t>(kHkv * t * kD) * SizeOf(dtype);
+  const std::size_t kv_bytes = 2 * KvSideBytes(dtype, t);
   const double bandwidth = ReadBandwidth(kStreamBytes, threads);
   FmaPeakFor(kernels::BestKernels().isa, threads);
   kernels::ThreadPool pool(threads);
@@ -133,6 +153,10 @@ BENCHMARK_CAPTURE(BM_Decode, f16, DType::kF16)->Apply(DecodeArgs);
 BENCHMARK_CAPTURE(BM_Decode, f32, DType::kF32)->Apply(DecodeArgs);
 BENCHMARK_CAPTURE(BM_DecodeCold, f16, DType::kF16)->Apply(DecodeArgs);
 BENCHMARK_CAPTURE(BM_DecodeCold, f32, DType::kF32)->Apply(DecodeArgs);
+BENCHMARK_CAPTURE(BM_Decode, int8, DType::kI8)->Apply(DecodeArgs);
+BENCHMARK_CAPTURE(BM_Decode, int4, DType::kI4)->Apply(DecodeArgs);
+BENCHMARK_CAPTURE(BM_DecodeCold, int8, DType::kI8)->Apply(DecodeArgs);
+BENCHMARK_CAPTURE(BM_DecodeCold, int4, DType::kI4)->Apply(DecodeArgs);
 
 void BM_Prefill(benchmark::State& state, DType dtype) {
   constexpr std::int64_t kL = 512;
@@ -154,11 +178,14 @@ void BM_Prefill(benchmark::State& state, DType dtype) {
   state.SetLabel(
       SummaryLabel(std::string(DTypeName(dtype)), LimitText("fma", peak * 1e-9, "GFLOP/s")));
 }
-BENCHMARK_CAPTURE(BM_Prefill, f16, DType::kF16)
-    ->ArgNames({"T", "threads"})
-    ->ArgsProduct({{512, 4096}, {1, 2}})
-    ->Unit(benchmark::kMillisecond)
-    ->UseRealTime();
+void PrefillArgs(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"T", "threads"})
+      ->ArgsProduct({{512, 4096}, {1, 2}})
+      ->Unit(benchmark::kMillisecond)
+      ->UseRealTime();
+}
+BENCHMARK_CAPTURE(BM_Prefill, f16, DType::kF16)->Apply(PrefillArgs);
+BENCHMARK_CAPTURE(BM_Prefill, int8, DType::kI8)->Apply(PrefillArgs);
 
 }  // namespace
 }  // namespace ringkv::bench
