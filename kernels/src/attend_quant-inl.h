@@ -41,16 +41,16 @@ struct QuantAttender {
   template <int RK>
   __attribute__((always_inline)) static void ReduceTile(const B* acc, float* sums) {
     constexpr int kG = static_cast<int>(kN);
-    if constexpr (kN == 4 || kN == 8) {
+    if constexpr (kN == 4 || kN == 8 || kN == 16) {
 #pragma GCC unroll 16
       for (int g = 0; g < RK; g += kG) {
         if (g + kG <= RK) {
-          xsimd::haddp(acc + g).store_aligned(sums + g);
+          TransposeAdd<Arch>(acc + g).store_aligned(sums + g);
         } else {
           B part[static_cast<std::size_t>(kG)];
 #pragma GCC unroll 16
           for (int i = 0; i < kG; ++i) part[i] = acc[g + i % (RK - g)];
-          xsimd::haddp(part).store_aligned(sums + g);
+          TransposeAdd<Arch>(part).store_aligned(sums + g);
         }
       }
     } else {
