@@ -9,6 +9,7 @@
 #include "kv_access.h"
 #include "kv_input.h"
 #include "ringkv/error.h"
+#include "ringkv/format.h"
 #include "snapshots.h"
 
 namespace ringkv {
@@ -34,9 +35,10 @@ void CheckKvMerge(const char* function, const KvSnapshot& parent, const KvSnapsh
   const KvLayout& c = child.Data().Layout();
   if (!(p == c)) {
     throw SnapshotError(fmt::format(
-        "[{}] the parent holds heads {} head dims {}/{} {}, the child heads {} head dims {}/{} {}",
-        function, p.heads, p.k_dim, p.v_dim, DTypeName(p.dtype), c.heads, c.k_dim, c.v_dim,
-        DTypeName(c.dtype)));
+        "[{}] the parent holds heads {} head dims {}/{} {}/{}, the child heads {} head dims {}/{} "
+        "{}/{}",
+        function, p.heads, p.k_dim, p.v_dim, p.key_dtype, p.value_dtype, c.heads, c.k_dim, c.v_dim,
+        c.key_dtype, c.value_dtype));
   }
 }
 
@@ -45,9 +47,10 @@ void CheckRestoreLayout(const char* function, const BlockStore& snapshot, const 
   const KvLayout& s = snapshot.Layout();
   const KvLayout& c = cache.Layout();
   throw SnapshotError(fmt::format(
-      "[{}] the snapshot holds heads {} head dims {}/{} {}, the cache heads {} head dims {}/{} {}",
-      function, s.heads, s.k_dim, s.v_dim, DTypeName(s.dtype), c.heads, c.k_dim, c.v_dim,
-      DTypeName(c.dtype)));
+      "[{}] the snapshot holds heads {} head dims {}/{} {}/{}, the cache heads {} head dims {}/{} "
+      "{}/{}",
+      function, s.heads, s.k_dim, s.v_dim, s.key_dtype, s.value_dtype, c.heads, c.k_dim, c.v_dim,
+      c.key_dtype, c.value_dtype));
 }
 
 std::unique_ptr<Snapshot> MergeKv(const KvSnapshot& parent, const KvSnapshot& child) {
@@ -90,7 +93,10 @@ std::unique_ptr<detail::BlockStore> MakeStore(const char* function, std::int64_t
 
 KVCache::KVCache(std::int64_t block_tokens, std::optional<DType> storage_dtype)
     : store_(MakeStore("KVCache", block_tokens)),
-      storage_dtype_(detail::CheckStorageDtype("KVCache", storage_dtype)) {}
+      storage_(detail::CheckKvStorage("KVCache", detail::BothSides(storage_dtype))) {}
+KVCache::KVCache(std::int64_t block_tokens, KvStorage storage)
+    : store_(MakeStore("KVCache", block_tokens)),
+      storage_(detail::CheckKvStorage("KVCache", storage)) {}
 KVCache::~KVCache() = default;
 KVCache::KVCache(KVCache&&) noexcept = default;
 KVCache& KVCache::operator=(KVCache&&) noexcept = default;
@@ -98,7 +104,7 @@ KVCache& KVCache::operator=(KVCache&&) noexcept = default;
 KVHistory KVCache::Update(const Tensor& keys, const Tensor& values) {
   const detail::KvLayout layout =
       detail::CheckKvInput("KVCache::Update", keys, values,
-                           store_->HasLayout() ? &store_->Layout() : nullptr, storage_dtype_);
+                           store_->HasLayout() ? &store_->Layout() : nullptr, storage_);
   const std::int64_t length = keys.Dim(2);
   const int new_offset = detail::AdvancedOffset("KVCache::Update", offset_, length);
   if (!store_->HasLayout()) store_->SetLayout(layout);
@@ -142,7 +148,7 @@ bool KVCache::Restore(const ringkv::Snapshot* snapshot, int target) {
   }
   const detail::KvSnapshot& snap = AsKv("KVCache::Restore", *snapshot);
   detail::CheckRestoreLayout("KVCache::Restore", snap.Data(), *store_);
-  detail::CheckSnapshotDtype("KVCache::Restore", snap.Data(), storage_dtype_);
+  detail::CheckSnapshotDtype("KVCache::Restore", snap.Data(), storage_);
   if (target > snap.ToOffset() || offset_ < snap.FromOffset()) return false;
   // Rewind to the snapshot's start, then append its tokens: aligned blocks are
   // shared, at most the one boundary block is copied.
@@ -188,7 +194,8 @@ std::pair<std::unique_ptr<Snapshot>, std::unique_ptr<Snapshot>> KVCache::Split(
 }
 
 KVCache KVCache::Fork() const {
-  KVCache fork(store_->BlockTokens(), storage_dtype_);
+  KVCache fork(store_->BlockTokens());
+  fork.storage_ = storage_;
   *fork.store_ = *store_;
   fork.offset_ = offset_;
   return fork;
@@ -199,7 +206,7 @@ void KVCache::Swap(KVCache& other) noexcept {
   other.store_->InvalidateViews();
   std::swap(store_, other.store_);
   std::swap(offset_, other.offset_);
-  std::swap(storage_dtype_, other.storage_dtype_);
+  std::swap(storage_, other.storage_);
 }
 
 std::int64_t KVCache::BlockTokens() const noexcept { return store_->BlockTokens(); }

@@ -37,7 +37,8 @@ Layouts LayoutsOf(const LayerSnapshot* snapshot, std::size_t layers) {
 }
 
 std::string LayoutName(const KvLayout& layout) {
-  return fmt::format("{} x {} heads, key dim {}, value dim {}", DTypeName(layout.dtype),
+  return fmt::format("{}/{} x {} heads, key dim {}, value dim {}", DTypeName(layout.key_dtype),
+                     DTypeName(layout.value_dtype),
                      layout.heads, layout.k_dim, layout.v_dim);
 }
 
