@@ -3,6 +3,7 @@
 // anonymous namespace (internal linkage), see simd_compat-inl.h.
 #include "attend-inl.h"
 #include "convert-inl.h"
+#include "convert_rows-inl.h"
 #include "fill_kernels.h"
 #include "ring_gather-inl.h"
 
@@ -11,6 +12,7 @@ namespace ringkv::kernels {
 void FillAvx2Kernels(KernelTable& table) noexcept {
   using Arch = xsimd::fma3<xsimd::avx2>;
   FillConvert<Arch>(table);
+  FillConvertRows<Arch>(table);
   FillRingGather<Arch>(table);
   FillAttend<Arch>(table);
 }

@@ -2,10 +2,12 @@
 // on CPUs without SSE4.2, and it is tested against reference.cc like every tier.
 #include <cmath>
 #include <cstring>
+#include <gsl/assert>
 #include <limits>
 
 #include "attend_tile.h"
 #include "fill_kernels.h"
+#include "quantize_row.h"
 #include "ringkv/kernels/dtype.h"
 
 namespace ringkv::kernels {
@@ -49,6 +51,46 @@ void Convert(DType from, const void* src, DType to, void* dst, std::size_t n) no
     return;
   }
   for (std::size_t i = 0; i < n; ++i) StoreFromFloat(to, dst, i, LoadAsFloat(from, src, i));
+}
+
+// One row of convert_rows (see kernel_table.h), through quantize_row.h.
+void ConvertRow(DType from, const std::uint8_t* src, DType to, std::uint8_t* dst, std::size_t n) {
+  constexpr auto kGroup = static_cast<std::size_t>(kI4Group);
+  if (from == to) {
+    std::memcpy(dst, src, RowBytes(from, static_cast<std::int64_t>(n)));
+  } else if (!IsQuantized(from) && !IsQuantized(to)) {
+    Convert(from, src, to, dst, n);
+  } else if (to == DType::kI8) {
+    QuantizeI8RowScalar([&](std::size_t i) { return LoadAsFloat(from, src, i); }, n, dst);
+  } else if (to == DType::kI4) {
+    for (std::size_t g = 0; g < n / kGroup; ++g) {
+      QuantizeI4GroupScalar([&](std::size_t i) { return LoadAsFloat(from, src, i); }, n, g, kGroup,
+                            dst);
+    }
+  } else if (from == DType::kI8) {
+    const float s = LoadQuantScale(src + n);
+    for (std::size_t i = 0; i < n; ++i) {
+      StoreFromFloat(to, dst, i, s * static_cast<float>(static_cast<std::int8_t>(src[i])));
+    }
+  } else {
+    for (std::size_t i = 0; i < n; ++i) {
+      const float s = LoadQuantScale(src + n / 2 + i / kGroup * 4);
+      StoreFromFloat(to, dst, i, s * static_cast<float>(I4Value(src, i)));
+    }
+  }
+}
+
+void ConvertRows(DType from, const void* src, std::ptrdiff_t src_stride, DType to, void* dst,
+                 std::ptrdiff_t dst_stride, std::size_t rows, std::size_t n) noexcept {
+  Expects(!(IsQuantized(from) && IsQuantized(to) && from != to));
+  Expects((from != DType::kI4 && to != DType::kI4) || n % static_cast<std::size_t>(kI4Group) == 0);
+  const auto src_bytes = src_stride * static_cast<std::ptrdiff_t>(SizeOf(from));
+  const auto dst_bytes = dst_stride * static_cast<std::ptrdiff_t>(SizeOf(to));
+  for (std::size_t r = 0; r < rows; ++r) {
+    const auto ri = static_cast<std::ptrdiff_t>(r);
+    ConvertRow(from, static_cast<const std::uint8_t*>(src) + ri * src_bytes, to,
+               static_cast<std::uint8_t*>(dst) + ri * dst_bytes, n);
+  }
 }
 
 void RingGather(const void* src, std::ptrdiff_t src_row_stride, void* dst,
@@ -146,6 +188,7 @@ void Attend(const AttendTile& tile) noexcept {
 
 void FillScalarKernels(KernelTable& table) noexcept {
   table.convert = Convert;
+  table.convert_rows = ConvertRows;
   table.ring_gather = RingGather;
   table.attend = Attend;
 }

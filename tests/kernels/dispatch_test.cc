@@ -29,10 +29,11 @@ bool Contains(const std::vector<Isa>& isas, Isa isa) {
 
 // Every entry point of a table. A new entry makes the static_assert fail until it
 // is listed here, so a tier that forgets to fill it cannot pass unnoticed.
-static_assert(sizeof(KernelTable) == 4 * sizeof(void*),
+static_assert(sizeof(KernelTable) == 5 * sizeof(void*),
               "KernelTable gained an entry: add it to EntryPoints()");
 std::vector<std::pair<const char*, bool>> EntryPoints(const KernelTable& t) {
   return {{"convert", t.convert != nullptr},
+          {"convert_rows", t.convert_rows != nullptr},
           {"ring_gather", t.ring_gather != nullptr},
           {"attend", t.attend != nullptr}};
 }
