@@ -2,6 +2,7 @@
 // Exports only FillAvx512Kernels; the -inl.h bodies put everything else in an
 // anonymous namespace (internal linkage), see simd_compat-inl.h.
 #include "attend-inl.h"
+#include "attend_quant-inl.h"
 #include "convert-inl.h"
 #include "convert_rows-inl.h"
 #include "fill_kernels.h"

@@ -110,6 +110,18 @@ void RingGather(const void* src, std::ptrdiff_t src_row_stride, void* dst,
   }
 }
 
+// Value c of the row that starts `row` strides (SizeOf units) into `base`, a
+// row of n values: quantized rows read as s * q.
+float RowValue(DType dtype, const void* base, std::size_t row, std::size_t n, std::size_t c) {
+  if (!IsQuantized(dtype)) return LoadAsFloat(dtype, base, row + c);
+  const auto* p = static_cast<const std::uint8_t*>(base) + row;
+  if (dtype == DType::kI8) {
+    return LoadQuantScale(p + n) * static_cast<float>(static_cast<std::int8_t>(p[c]));
+  }
+  return LoadQuantScale(p + n / 2 + c / static_cast<std::size_t>(kI4Group) * 4) *
+         static_cast<float>(I4Value(p, c));
+}
+
 // The mask term of row (g, i) and global key t: 0, -inf, or the additive value.
 float MaskTerm(const AttendTile& tile, std::int64_t g, std::int64_t i, std::int64_t t) {
   constexpr float kHidden = -std::numeric_limits<float>::infinity();
@@ -159,7 +171,8 @@ void Attend(const AttendTile& tile) noexcept {
           const std::size_t v_off = static_cast<std::size_t>((t - run.begin) * run.v_stride);
           float dot = 0.0f;
           for (std::int64_t c = 0; c < tile.d; ++c) {
-            dot += q[c] * LoadAsFloat(tile.k_dtype, run.k, k_off + static_cast<std::size_t>(c));
+            dot += q[c] * RowValue(tile.k_dtype, run.k, k_off, static_cast<std::size_t>(tile.d),
+                                   static_cast<std::size_t>(c));
           }
           const float s = tile.scale * dot + bias;
           if (s == -std::numeric_limits<float>::infinity()) continue;  // weight 0: skipped
@@ -174,7 +187,7 @@ void Attend(const AttendTile& tile) noexcept {
           const float p = std::exp(s - m);
           l += p;
           for (std::size_t c = 0; c < dv; ++c) {
-            acc[c] += p * LoadAsFloat(tile.v_dtype, run.v, v_off + c);
+            acc[c] += p * RowValue(tile.v_dtype, run.v, v_off, dv, c);
           }
         }
       }
