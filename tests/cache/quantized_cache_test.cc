@@ -25,7 +25,8 @@ constexpr std::int64_t kHeads = 2;
 constexpr std::int64_t kKeyDim = 64;
 constexpr std::int64_t kValueDim = 32;
 
-// Token p's keys [1, H, 1, D] and values [1, H, 1, Dv]: the same numbers every time it is asked for.
+// Token p's keys [1, H, 1, D] and values [1, H, 1, Dv]: the same numbers every time it is asked
+// for.
 std::pair<Tensor, Tensor> Token(int p, DType dtype = DType::kF32) {
   std::mt19937 rng(static_cast<unsigned>(1000 + p));
   std::normal_distribution<float> dist(0.0f, 1.5f);
@@ -106,8 +107,7 @@ TEST_P(QuantizedCacheTest, StateReadsBackWithinHalfAStep) {
   ExpectWithinHalfStep(Concatenate(k_given, 2), state.ConcatKeys(), storage.keys);
   ExpectWithinHalfStep(Concatenate(v_given, 2), state.ConcatValues(), storage.values);
   EXPECT_EQ(cache.AllocatedBytes(),
-            3u * 4u *
-                static_cast<std::size_t>(kHeads) *
+            3u * 4u * static_cast<std::size_t>(kHeads) *
                 (RowBytes(storage.keys, kKeyDim) + RowBytes(storage.values, kValueDim)));
 }
 
@@ -142,7 +142,7 @@ TEST_P(QuantizedCacheTest, RingWrapThenPrefillKeepsTheWindow) {
   const KvStorage storage = GetParam().storage;
   constexpr int kWindow = 6;
   RotatingKVCache ring(kWindow, /*block_tokens=*/4, storage);
-  KVCache full(4, storage);  // every token, stored the same way
+  KVCache full(4, storage);       // every token, stored the same way
   for (int p = 0; p < 11; ++p) {  // decode past the wrap
     const auto [k, v] = Token(p);
     ring.Update(k, v);
@@ -178,15 +178,16 @@ INSTANTIATE_TEST_SUITE_P(Storage, QuantizedCacheTest,
                                            StorageCase{"int4", KvStorage::Same(DType::kI4)},
                                            StorageCase{"int8_k_int4_v",
                                                        KvStorage{DType::kI8, DType::kI4}}),
-                         [](const auto& info) { return std::string(info.param.name); });
+                         [](const auto& param_info) { return std::string(param_info.param.name); });
 
 TEST(QuantizedStorageErrors, FloatWithQuantizedIsRefused) {
   const std::string message = ErrorOf([] { KVCache(4, KvStorage{DType::kF16, DType::kI8}); });
   EXPECT_NE(message.find("[KVCache] storage dtypes keys f16 / values int8"), std::string::npos)
       << message;
-  EXPECT_NE(
-      ErrorOf([] { RotatingKVCache(8, 4, KvStorage{DType::kF32, DType::kBF16}); }).find("share"),
-      std::string::npos);
+  EXPECT_NE(ErrorOf([] {
+              RotatingKVCache(8, 4, KvStorage{DType::kF32, DType::kBF16});
+            }).find("share"),
+            std::string::npos);
 }
 
 TEST(QuantizedStorageErrors, Int4NeedsHeadDimMultipleOf32AtTheFirstUpdate) {

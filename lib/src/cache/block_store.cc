@@ -11,6 +11,12 @@
 
 namespace ringkv::detail {
 
+std::string DtypesName(DType keys, DType values) {
+  std::string name(DTypeName(keys));
+  if (values != keys) name.append("/").append(DTypeName(values));
+  return name;
+}
+
 std::size_t KvLayout::BytesPerToken() const noexcept {
   return static_cast<std::size_t>(heads) *
          (StoredRowBytes(key_dtype, k_dim) + StoredRowBytes(value_dtype, v_dim));
@@ -90,12 +96,11 @@ std::size_t BlockStore::AllocatedBytes() const noexcept {
 std::shared_ptr<BlockStore::Block> BlockStore::NewBlock() const {
   Expects(has_layout_);
   const KvLayout& l = layout_;
-  return std::make_shared<Block>(
-      Block{Tensor::Uninitialized(CarrierDtype(l.key_dtype),
-                                  {1, l.heads, block_tokens_, CarrierColumns(l.key_dtype, l.k_dim)}),
-            Tensor::Uninitialized(
-                CarrierDtype(l.value_dtype),
-                {1, l.heads, block_tokens_, CarrierColumns(l.value_dtype, l.v_dim)})});
+  return std::make_shared<Block>(Block{
+      Tensor::Uninitialized(CarrierDtype(l.key_dtype),
+                            {1, l.heads, block_tokens_, CarrierColumns(l.key_dtype, l.k_dim)}),
+      Tensor::Uninitialized(CarrierDtype(l.value_dtype),
+                            {1, l.heads, block_tokens_, CarrierColumns(l.value_dtype, l.v_dim)})});
 }
 
 BlockStore::Block& BlockStore::Writable(std::size_t block) {

@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "ringkv/dtype.h"
@@ -30,7 +31,7 @@ namespace ringkv::detail {
 
 // What every stored token looks like; fixed from the first write until Free().
 struct KvLayout {
-  DType key_dtype = DType::kF32;    // float K and V share one dtype; quantized ones may differ
+  DType key_dtype = DType::kF32;  // float K and V share one dtype; quantized ones may differ
   DType value_dtype = DType::kF32;
   std::int64_t heads = 0;  // Hkv
   std::int64_t k_dim = 0;  // D
@@ -40,6 +41,9 @@ struct KvLayout {
   // heads * (StoredRowBytes(K) + StoredRowBytes(V)): K and V together, scales included.
   std::size_t BytesPerToken() const noexcept;
 };
+
+// "f16" when keys and values share a dtype, else "int8/int4" (keys/values): for messages.
+std::string DtypesName(DType keys, DType values);
 
 // A store's view generation, shared with the views taken of it so that it
 // outlives the store: a view of a destroyed store still reads a bumped value.

@@ -35,10 +35,9 @@ void CheckKvMerge(const char* function, const KvSnapshot& parent, const KvSnapsh
   const KvLayout& c = child.Data().Layout();
   if (!(p == c)) {
     throw SnapshotError(fmt::format(
-        "[{}] the parent holds heads {} head dims {}/{} {}/{}, the child heads {} head dims {}/{} "
-        "{}/{}",
-        function, p.heads, p.k_dim, p.v_dim, p.key_dtype, p.value_dtype, c.heads, c.k_dim, c.v_dim,
-        c.key_dtype, c.value_dtype));
+        "[{}] the parent holds heads {} head dims {}/{} {}, the child heads {} head dims {}/{} {}",
+        function, p.heads, p.k_dim, p.v_dim, DtypesName(p.key_dtype, p.value_dtype), c.heads,
+        c.k_dim, c.v_dim, DtypesName(c.key_dtype, c.value_dtype)));
   }
 }
 
@@ -47,10 +46,9 @@ void CheckRestoreLayout(const char* function, const BlockStore& snapshot, const 
   const KvLayout& s = snapshot.Layout();
   const KvLayout& c = cache.Layout();
   throw SnapshotError(fmt::format(
-      "[{}] the snapshot holds heads {} head dims {}/{} {}/{}, the cache heads {} head dims {}/{} "
-      "{}/{}",
-      function, s.heads, s.k_dim, s.v_dim, s.key_dtype, s.value_dtype, c.heads, c.k_dim, c.v_dim,
-      c.key_dtype, c.value_dtype));
+      "[{}] the snapshot holds heads {} head dims {}/{} {}, the cache heads {} head dims {}/{} {}",
+      function, s.heads, s.k_dim, s.v_dim, DtypesName(s.key_dtype, s.value_dtype), c.heads, c.k_dim,
+      c.v_dim, DtypesName(c.key_dtype, c.value_dtype)));
 }
 
 std::unique_ptr<Snapshot> MergeKv(const KvSnapshot& parent, const KvSnapshot& child) {
@@ -102,9 +100,8 @@ KVCache::KVCache(KVCache&&) noexcept = default;
 KVCache& KVCache::operator=(KVCache&&) noexcept = default;
 
 KVHistory KVCache::Update(const Tensor& keys, const Tensor& values) {
-  const detail::KvLayout layout =
-      detail::CheckKvInput("KVCache::Update", keys, values,
-                           store_->HasLayout() ? &store_->Layout() : nullptr, storage_);
+  const detail::KvLayout layout = detail::CheckKvInput(
+      "KVCache::Update", keys, values, store_->HasLayout() ? &store_->Layout() : nullptr, storage_);
   const std::int64_t length = keys.Dim(2);
   const int new_offset = detail::AdvancedOffset("KVCache::Update", offset_, length);
   if (!store_->HasLayout()) store_->SetLayout(layout);

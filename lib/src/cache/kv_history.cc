@@ -8,10 +8,10 @@
 #include "block_store.h"
 #include "kernel_args.h"
 #include "kv_access.h"
-#include "stored_rows.h"
 #include "ringkv/error.h"
 #include "ringkv/format.h"
 #include "ringkv/tensor_ops.h"
+#include "stored_rows.h"
 
 namespace ringkv {
 
@@ -95,9 +95,9 @@ Tensor KvAccess::ConcatDequantised(const KvView& view, bool keys) {
     const KvView::Range& r = view.ranges_[i];
     const KvLayout& layout = r.store->Layout();
     r.store->ForEachSegment(r.begin, r.end, [&](const BlockStore::Segment& s) {
-      loaded.push_back(keys ? LoadRows(s.keys, layout.key_dtype, layout.k_dim, kernels::BestKernels())
-                            : LoadRows(s.values, layout.value_dtype, layout.v_dim,
-                                       kernels::BestKernels()));
+      loaded.push_back(
+          keys ? LoadRows(s.keys, layout.key_dtype, layout.k_dim, kernels::BestKernels())
+               : LoadRows(s.values, layout.value_dtype, layout.v_dim, kernels::BestKernels()));
     });
   }
   return Concatenate(loaded, 2);

@@ -21,9 +21,9 @@ void CheckRank(const char* function, const char* name, const Tensor& t) {
 
 void CheckI4Dim(const char* function, const char* name, DType dtype, std::int64_t dim) {
   if (dtype == DType::kI4 && dim % kI4Group != 0) {
-    throw ShapeError(fmt::format(
-        "[{}] {} dim 3 (head dim) is {}, but int4 storage needs a multiple of {}", function, name,
-        dim, kI4Group));
+    throw ShapeError(
+        fmt::format("[{}] {} dim 3 (head dim) is {}, but int4 storage needs a multiple of {}",
+                    function, name, dim, kI4Group));
   }
 }
 
@@ -66,9 +66,9 @@ KvLayout CheckKvInput(const char* function, const Tensor& keys, const Tensor& va
     if (layout.key_dtype != established->key_dtype ||
         layout.value_dtype != established->value_dtype) {
       // Only without storage dtypes: a cache with them restores only snapshots of them.
-      throw ShapeError(fmt::format("[{}] keys dtype is {} (values {}), but the cache holds {} / {}",
-                                   function, layout.key_dtype, layout.value_dtype,
-                                   established->key_dtype, established->value_dtype));
+      throw ShapeError(fmt::format("[{}] keys dtype is {}, but the cache holds {}", function,
+                                   DtypesName(layout.key_dtype, layout.value_dtype),
+                                   DtypesName(established->key_dtype, established->value_dtype)));
     }
     if (layout.heads != established->heads) {
       throw ShapeError(fmt::format("[{}] keys dim 1 (heads) is {}, but the cache holds {}",
@@ -91,18 +91,19 @@ void CheckSnapshotDtype(const char* function, const BlockStore& snapshot,
   if (!storage.has_value() || !snapshot.HasLayout()) return;
   const KvLayout& layout = snapshot.Layout();
   if (layout.key_dtype == storage->keys && layout.value_dtype == storage->values) return;
-  throw SnapshotError(fmt::format(
-      "[{}] the snapshot holds keys {} / values {}, the cache's storage dtypes are {} / {}",
-      function, layout.key_dtype, layout.value_dtype, storage->keys, storage->values));
+  throw SnapshotError(fmt::format("[{}] the snapshot holds {}, the cache's storage dtype is {}",
+                                  function, DtypesName(layout.key_dtype, layout.value_dtype),
+                                  DtypesName(storage->keys, storage->values)));
 }
 
 std::optional<KvStorage> CheckKvStorage(const char* function, std::optional<KvStorage> storage) {
   if (!storage.has_value()) return storage;
   const DType k = storage->keys, v = storage->values;
-  if (!IsStorageDType(k) || !IsStorageDType(v)) {
-    throw Error(fmt::format(
-        "[{}] storage dtypes keys {} / values {}: each must be one of f32, f16, bf16, int8, int4",
-        function, static_cast<int>(k), static_cast<int>(v)));
+  for (const DType dtype : {k, v}) {
+    if (!IsStorageDType(dtype)) {
+      throw Error(fmt::format("[{}] dtype {} is not one of f32, f16, bf16, int8, int4 (storage {})",
+                              function, static_cast<int>(dtype), dtype == k ? "keys" : "values"));
+    }
   }
   if (IsQuantized(k) != IsQuantized(v)) {
     throw Error(fmt::format(

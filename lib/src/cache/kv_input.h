@@ -18,8 +18,7 @@ namespace ringkv::detail {
 // int4 side needs its head dim to be a multiple of kI4Group. Throws
 // ringkv::ShapeError prefixed with [function]; returns the layout to store.
 KvLayout CheckKvInput(const char* function, const Tensor& keys, const Tensor& values,
-                      const KvLayout* established,
-                      std::optional<KvStorage> storage = std::nullopt);
+                      const KvLayout* established, std::optional<KvStorage> storage = std::nullopt);
 
 // Throws ringkv::SnapshotError when a cache built with storage dtypes is given a
 // snapshot of other dtypes (its blocks would not hold the storage dtypes).

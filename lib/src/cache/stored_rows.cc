@@ -31,9 +31,8 @@ void StoreRows(const Tensor& src, DType dtype, std::int64_t n, Tensor& dst,
   auto* const dst_base = static_cast<std::byte*>(dst.MutableData());
   const std::size_t src_elem = SizeOf(rows.Dtype());
   for (std::int64_t h = 0; h < rows.Dim(1); ++h) {
-    const std::byte* from =
-        src_base + static_cast<std::ptrdiff_t>(h * rows.Stride(1)) *
-                       static_cast<std::ptrdiff_t>(src_elem);
+    const std::byte* from = src_base + static_cast<std::ptrdiff_t>(h * rows.Stride(1)) *
+                                           static_cast<std::ptrdiff_t>(src_elem);
     std::byte* to = dst_base + h * CarrierBytes(dst, 1);
     table.convert_rows(rows.Dtype(), from, static_cast<std::ptrdiff_t>(rows.Stride(2)), dtype, to,
                        CarrierBytes(dst, 2), gsl::narrow<std::size_t>(rows.Dim(2)),

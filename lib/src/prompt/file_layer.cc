@@ -1,8 +1,8 @@
 #include "file_layer.h"
 
-#include <climits>
-
 #include <fmt/format.h>
+
+#include <climits>
 
 #include "ringkv/error.h"
 #include "ringkv/format.h"

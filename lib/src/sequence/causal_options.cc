@@ -40,10 +40,10 @@ ResolvedCausalOptions ResolveCausalOptions(CausalCacheOptions options) {
   RequirePositive("value_dim", options.value_dim);
   if (IsQuantized(options.dtype)) {
     // The pool's batched attention reads float blocks only (docs/caches.md).
-    throw Error(fmt::format(
-        "[{}] options.dtype is {}: quantized K/V storage is supported by KVCache and "
-        "RotatingKVCache, not by CausalCache (use f32, f16 or bf16)",
-        kFunction, DTypeName(options.dtype)));
+    throw Error(
+        fmt::format("[{}] options.dtype is {}: quantized K/V storage is supported by KVCache and "
+                    "RotatingKVCache, not by CausalCache (use f32, f16 or bf16)",
+                    kFunction, DTypeName(options.dtype)));
   }
   CheckDType(kFunction, options.dtype);
   RequirePositive("block_tokens", options.block_tokens);
