@@ -11,4 +11,5 @@ target_sources(ringkv_core PRIVATE
   src/cache/kv_input.cc
   src/cache/layer_caches.cc
   src/cache/rotating_kv_cache.cc
-  src/cache/speculation.cc)
+  src/cache/speculation.cc
+  src/cache/stored_rows.cc)

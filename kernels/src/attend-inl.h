@@ -567,6 +567,10 @@ struct Attender {
   }
 };
 
+// Quantized K/V (attend_quant-inl.h, which every per-ISA unit includes).
+template <class Arch>
+void AttendQuantized(const AttendTile& tile) noexcept;
+
 template <class Arch>
 void AttendFor(const AttendTile& tile) noexcept {
   switch (tile.k_dtype) {
@@ -581,7 +585,8 @@ void AttendFor(const AttendTile& tile) noexcept {
       return;
     case DType::kI8:
     case DType::kI4:
-      break;  // not yet: lib/ refuses quantized storage until the kernels read it
+      AttendQuantized<Arch>(tile);
+      return;
   }
 }
 

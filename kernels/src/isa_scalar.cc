@@ -2,10 +2,12 @@
 // on CPUs without SSE4.2, and it is tested against reference.cc like every tier.
 #include <cmath>
 #include <cstring>
+#include <gsl/assert>
 #include <limits>
 
 #include "attend_tile.h"
 #include "fill_kernels.h"
+#include "quantize_row.h"
 #include "ringkv/kernels/dtype.h"
 
 namespace ringkv::kernels {
@@ -51,6 +53,46 @@ void Convert(DType from, const void* src, DType to, void* dst, std::size_t n) no
   for (std::size_t i = 0; i < n; ++i) StoreFromFloat(to, dst, i, LoadAsFloat(from, src, i));
 }
 
+// One row of convert_rows (see kernel_table.h), through quantize_row.h.
+void ConvertRow(DType from, const std::uint8_t* src, DType to, std::uint8_t* dst, std::size_t n) {
+  constexpr auto kGroup = static_cast<std::size_t>(kI4Group);
+  if (from == to) {
+    std::memcpy(dst, src, RowBytes(from, static_cast<std::int64_t>(n)));
+  } else if (!IsQuantized(from) && !IsQuantized(to)) {
+    Convert(from, src, to, dst, n);
+  } else if (to == DType::kI8) {
+    QuantizeI8RowScalar([&](std::size_t i) { return LoadAsFloat(from, src, i); }, n, dst);
+  } else if (to == DType::kI4) {
+    for (std::size_t g = 0; g < n / kGroup; ++g) {
+      QuantizeI4GroupScalar([&](std::size_t i) { return LoadAsFloat(from, src, i); }, n, g, kGroup,
+                            dst);
+    }
+  } else if (from == DType::kI8) {
+    const float s = LoadQuantScale(src + n);
+    for (std::size_t i = 0; i < n; ++i) {
+      StoreFromFloat(to, dst, i, s * static_cast<float>(static_cast<std::int8_t>(src[i])));
+    }
+  } else {
+    for (std::size_t i = 0; i < n; ++i) {
+      const float s = LoadQuantScale(src + n / 2 + i / kGroup * 4);
+      StoreFromFloat(to, dst, i, s * static_cast<float>(I4Value(src, i)));
+    }
+  }
+}
+
+void ConvertRows(DType from, const void* src, std::ptrdiff_t src_stride, DType to, void* dst,
+                 std::ptrdiff_t dst_stride, std::size_t rows, std::size_t n) noexcept {
+  Expects(!(IsQuantized(from) && IsQuantized(to) && from != to));
+  Expects((from != DType::kI4 && to != DType::kI4) || n % static_cast<std::size_t>(kI4Group) == 0);
+  const auto src_bytes = src_stride * static_cast<std::ptrdiff_t>(SizeOf(from));
+  const auto dst_bytes = dst_stride * static_cast<std::ptrdiff_t>(SizeOf(to));
+  for (std::size_t r = 0; r < rows; ++r) {
+    const auto ri = static_cast<std::ptrdiff_t>(r);
+    ConvertRow(from, static_cast<const std::uint8_t*>(src) + ri * src_bytes, to,
+               static_cast<std::uint8_t*>(dst) + ri * dst_bytes, n);
+  }
+}
+
 void RingGather(const void* src, std::ptrdiff_t src_row_stride, void* dst,
                 std::ptrdiff_t dst_row_stride, std::size_t rows, std::size_t k,
                 std::size_t ring_idx, std::size_t elem_size) noexcept {
@@ -66,6 +108,18 @@ void RingGather(const void* src, std::ptrdiff_t src_row_stride, void* dst,
     std::memcpy(d, s + (k - r) * elem_size, r * elem_size);
     std::memcpy(d + r * elem_size, s, (k - r) * elem_size);
   }
+}
+
+// Value c of the row that starts `row` strides (SizeOf units) into `base`, a
+// row of n values: quantized rows read as s * q.
+float RowValue(DType dtype, const void* base, std::size_t row, std::size_t n, std::size_t c) {
+  if (!IsQuantized(dtype)) return LoadAsFloat(dtype, base, row + c);
+  const auto* p = static_cast<const std::uint8_t*>(base) + row;
+  if (dtype == DType::kI8) {
+    return LoadQuantScale(p + n) * static_cast<float>(static_cast<std::int8_t>(p[c]));
+  }
+  return LoadQuantScale(p + n / 2 + c / static_cast<std::size_t>(kI4Group) * 4) *
+         static_cast<float>(I4Value(p, c));
 }
 
 // The mask term of row (g, i) and global key t: 0, -inf, or the additive value.
@@ -117,7 +171,8 @@ void Attend(const AttendTile& tile) noexcept {
           const std::size_t v_off = static_cast<std::size_t>((t - run.begin) * run.v_stride);
           float dot = 0.0f;
           for (std::int64_t c = 0; c < tile.d; ++c) {
-            dot += q[c] * LoadAsFloat(tile.k_dtype, run.k, k_off + static_cast<std::size_t>(c));
+            dot += q[c] * RowValue(tile.k_dtype, run.k, k_off, static_cast<std::size_t>(tile.d),
+                                   static_cast<std::size_t>(c));
           }
           const float s = tile.scale * dot + bias;
           if (s == -std::numeric_limits<float>::infinity()) continue;  // weight 0: skipped
@@ -132,7 +187,7 @@ void Attend(const AttendTile& tile) noexcept {
           const float p = std::exp(s - m);
           l += p;
           for (std::size_t c = 0; c < dv; ++c) {
-            acc[c] += p * LoadAsFloat(tile.v_dtype, run.v, v_off + c);
+            acc[c] += p * RowValue(tile.v_dtype, run.v, v_off, dv, c);
           }
         }
       }
@@ -146,6 +201,7 @@ void Attend(const AttendTile& tile) noexcept {
 
 void FillScalarKernels(KernelTable& table) noexcept {
   table.convert = Convert;
+  table.convert_rows = ConvertRows;
   table.ring_gather = RingGather;
   table.attend = Attend;
 }

@@ -37,6 +37,8 @@ Dims Validate(const RaggedSdpaParams& p, const KernelTable& table) {
   const Dims dims = ragged::DimsOf(ShapeOf(p));
   Expects(p.q.data != nullptr && p.q.dtype == DType::kF32 && p.out != nullptr);
   Expects(p.q.shape[0] == 1);
+  // Float K/V only: quantized blocks go through Sdpa (not wired or tested here yet).
+  Expects(IsKnownDType(p.kv_dtype));
   Expects(p.q.strides[3] == 1 || dims.d == 1);
   Expects(static_cast<std::int64_t>(p.row_lo.size()) == dims.n &&
           static_cast<std::int64_t>(p.row_hi.size()) == dims.n);

@@ -49,13 +49,22 @@ Dims Validate(const SdpaParams& p, const KernelTable& table) {
   Expects(p.q.strides[3] == 1 || dims.d == 1);
   for (const KvSegment& seg : p.kv) {
     Expects(seg.k.data != nullptr && seg.v.data != nullptr);
-    Expects(seg.k.dtype == first.k.dtype && seg.v.dtype == first.k.dtype);
+    Expects(seg.k.dtype == first.k.dtype && seg.v.dtype == first.v.dtype);
     Expects(seg.k.shape[0] == dims.batch && seg.v.shape[0] == dims.batch);
     Expects(seg.k.shape[1] == dims.hkv && seg.v.shape[1] == dims.hkv);
     Expects(seg.k.shape[2] == seg.v.shape[2] && seg.k.shape[2] >= 0);
     Expects(seg.k.shape[3] == dims.d && seg.v.shape[3] == dims.dv);
     Expects(seg.k.strides[3] == 1 || dims.d == 1);
     Expects(seg.v.strides[3] == 1 || dims.dv == 1);
+  }
+  // Float K/V share one dtype; quantized ones are rows of bytes (dtype.h).
+  const DType kd = first.k.dtype;
+  const DType vd = first.v.dtype;
+  Expects(IsQuantized(kd) ? IsQuantized(vd) : kd == vd && IsKnownDType(kd));
+  Expects(kd != DType::kI4 || dims.d % kI4Group == 0);
+  Expects(vd != DType::kI4 || dims.dv % kI4Group == 0);
+  if (IsQuantized(kd)) {
+    for (const KvSegment& seg : p.kv) Expects(seg.k.strides[3] == 1 && seg.v.strides[3] == 1);
   }
   switch (p.mask.kind) {
     case MaskKind::kNone:
@@ -189,12 +198,13 @@ void Sdpa(const SdpaParams& params, const KernelTable& table, Executor& executor
       std::int64_t begin = 0;
       for (std::int64_t j = 0; j < segments; ++j) {
         const KvSegment& seg = params.kv[static_cast<std::size_t>(j)];
-        const auto elem = static_cast<std::int64_t>(SizeOf(seg.k.dtype));
+        const auto k_elem = static_cast<std::int64_t>(SizeOf(seg.k.dtype));
+        const auto v_elem = static_cast<std::int64_t>(SizeOf(seg.v.dtype));
         KvRun& run = *new (runs + (b * dims.hkv + h) * segments + j) KvRun;
         run.k = static_cast<const std::byte*>(seg.k.data) +
-                (b * seg.k.strides[0] + h * seg.k.strides[1]) * elem;
+                (b * seg.k.strides[0] + h * seg.k.strides[1]) * k_elem;
         run.v = static_cast<const std::byte*>(seg.v.data) +
-                (b * seg.v.strides[0] + h * seg.v.strides[1]) * elem;
+                (b * seg.v.strides[0] + h * seg.v.strides[1]) * v_elem;
         run.k_stride = seg.k.strides[2];
         run.v_stride = seg.v.strides[2];
         run.begin = begin;

@@ -8,6 +8,7 @@
 
 #include "ringkv/dtype.h"
 #include "ringkv/kv_history.h"
+#include "ringkv/kv_storage.h"
 #include "ringkv/snapshot.h"
 #include "ringkv/tensor.h"
 
@@ -76,9 +77,13 @@ class AttentionCache : public Cache {
   // layer's attention reads (valid until the next mutating call; a stale view
   // throws ringkv::Error, see kv_history.h).
   virtual KVHistory Update(const Tensor& keys, const Tensor& values) = 0;
-  // The dtype Update stores (it converts any float input to it), when the cache
-  // was built with one; nullopt when the first Update's input decides.
-  virtual std::optional<DType> StorageDtype() const noexcept = 0;
+  // The dtypes Update stores K and V in (it converts or quantizes any float input
+  // to them), when the cache was built with them; nullopt when the first
+  // Update's input decides.
+  virtual std::optional<KvStorage> Storage() const noexcept = 0;
+  // Storage()'s dtype when K and V share one; nullopt when they differ (e.g.
+  // int8 keys, int4 values) or the first Update decides.
+  std::optional<DType> StorageDtype() const noexcept;
 
  protected:
   AttentionCache() = default;

@@ -23,12 +23,15 @@ class KVCache final : public AttentionCache {
   static constexpr std::int64_t kDefaultBlockTokens = 256;
 
   // block_tokens: tokens per storage block (>= 1, else ringkv::Error).
-  // storage_dtype: the dtype the blocks hold. Set, Update takes keys and values
-  // of any dtype (they may differ) and converts them in its one copy into the
-  // blocks; unset, the first Update's dtype is kept. A value outside the enum
-  // throws ringkv::Error.
+  // storage_dtype: the dtype the blocks hold K and V in (f32, f16, bf16, int8 or
+  // int4). Set, Update takes keys and values of any float dtype (they may
+  // differ) and converts (or quantizes) them in its one copy into the blocks;
+  // unset, the first Update's dtype is kept. Another value throws ringkv::Error.
   explicit KVCache(std::int64_t block_tokens = kDefaultBlockTokens,
                    std::optional<DType> storage_dtype = std::nullopt);
+  // K and V in their own storage dtypes, e.g. KvStorage{DType::kI8, DType::kI4}
+  // (kv_storage.h says which pairs are allowed; others throw ringkv::Error).
+  KVCache(std::int64_t block_tokens, KvStorage storage);
   ~KVCache() override;
   KVCache(KVCache&&) noexcept;
   KVCache& operator=(KVCache&&) noexcept;
@@ -58,7 +61,7 @@ class KVCache final : public AttentionCache {
   void Swap(KVCache& other) noexcept;
 
   std::int64_t BlockTokens() const noexcept;
-  std::optional<DType> StorageDtype() const noexcept override { return storage_dtype_; }
+  std::optional<KvStorage> Storage() const noexcept override { return storage_; }
   // Bytes of storage blocks this cache references (shared blocks counted in full).
   std::size_t AllocatedBytes() const noexcept;
 
@@ -70,7 +73,7 @@ class KVCache final : public AttentionCache {
 
   std::unique_ptr<detail::BlockStore> store_;  // slots [0, Offset()) are the live tokens
   int offset_ = 0;
-  std::optional<DType> storage_dtype_;  // the blocks' dtype when fixed at construction
+  std::optional<KvStorage> storage_;  // the blocks' dtypes when fixed at construction
 };
 
 }  // namespace ringkv

@@ -38,15 +38,22 @@ class KvView {
 
   std::int64_t Length() const;  // keys in view (K)
   bool Empty() const { return Length() == 0; }
+  // The stored dtypes (f32 when empty). Float K and V share one; quantized ones
+  // (int8 / int4, kv_storage.h) may differ. Dtype() is KeyDtype().
   DType Dtype() const;
+  DType KeyDtype() const;
+  DType ValueDtype() const;
   std::int64_t Heads() const;     // Hkv
   std::int64_t KeyDim() const;    // D
   std::int64_t ValueDim() const;  // Dv
 
-  // One [1, Hkv, n, D] / [1, Hkv, n, Dv] view per storage block run, in view order.
+  // One [1, Hkv, n, D] / [1, Hkv, n, Dv] view per storage block run, in view
+  // order. Tensors cannot hold quantized rows: for an int8 / int4 side these
+  // throw ringkv::Error (use ConcatKeys / ConcatValues, or Attention).
   std::vector<Tensor> KeySegments() const;
   std::vector<Tensor> ValueSegments() const;
   // Contiguous copies [1, Hkv, K, D] / [1, Hkv, K, Dv]: O(K), for tests and tools.
+  // A quantized side comes back dequantised as f32 (x = scale * q).
   Tensor ConcatKeys() const;
   Tensor ConcatValues() const;
 

@@ -26,10 +26,12 @@ class RotatingKVCache final : public AttentionCache {
   // Slots added per decode growth step while below max_size (the reference's step).
   static constexpr int kGrowStep = 256;
 
-  // max_size >= 1 and block_tokens >= 1, else ringkv::Error. storage_dtype as
-  // in KVCache: the blocks' dtype, inputs of any dtype converted as they are copied.
+  // max_size >= 1 and block_tokens >= 1, else ringkv::Error. storage_dtype and
+  // storage as in KVCache: the blocks' dtypes (quantized ones included), inputs
+  // of any float dtype converted as they are copied.
   explicit RotatingKVCache(int max_size, std::int64_t block_tokens = kDefaultBlockTokens,
                            std::optional<DType> storage_dtype = std::nullopt);
+  RotatingKVCache(int max_size, std::int64_t block_tokens, KvStorage storage);
   ~RotatingKVCache() override;
   RotatingKVCache(RotatingKVCache&&) noexcept;
   RotatingKVCache& operator=(RotatingKVCache&&) noexcept;
@@ -61,7 +63,7 @@ class RotatingKVCache final : public AttentionCache {
   int RingIndex() const noexcept { return idx_; }  // next decode write slot (before wrap)
   std::int64_t BufferLength() const noexcept;      // slots held (the reference's Dim(2))
   std::int64_t BlockTokens() const noexcept;
-  std::optional<DType> StorageDtype() const noexcept override { return storage_dtype_; }
+  std::optional<KvStorage> Storage() const noexcept override { return storage_; }
   std::size_t AllocatedBytes() const noexcept;
 
  private:
@@ -82,7 +84,7 @@ class RotatingKVCache final : public AttentionCache {
   bool has_buffer_ = false;                    // the reference's keys != nil
   int offset_ = 0;                             // tokens ever appended (minus rewinds)
   int idx_ = 0;                                // ring write cursor
-  std::optional<DType> storage_dtype_;         // the blocks' dtype when fixed at construction
+  std::optional<KvStorage> storage_;           // the blocks' dtypes when fixed at construction
 };
 
 }  // namespace ringkv

@@ -12,7 +12,7 @@ namespace {
 using test::Range;
 using test::Tokens;
 
-KvLayout DefaultLayout() { return KvLayout{DType::kF32, 2, 8, 4}; }
+KvLayout DefaultLayout() { return KvLayout{DType::kF32, DType::kF32, 2, 8, 4}; }
 
 std::vector<int> Slots(const BlockStore& store, std::int64_t begin, std::int64_t end) {
   KvView view;

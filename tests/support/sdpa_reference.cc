@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 
 namespace ringkv::test {
@@ -16,8 +17,28 @@ using kernels::MaskKind;
 using kernels::MaskSpec;
 using kernels::SdpaParams;
 
+// Value i3 of a quantized row (dtype.h): row + data, then the f32 scales.
+double QuantizedElement(const ArrayRef& a, std::int64_t i0, std::int64_t i1, std::int64_t i2,
+                        std::int64_t i3) {
+  const auto* row = static_cast<const std::uint8_t*>(a.data) + i0 * a.strides[0] +
+                    i1 * a.strides[1] + i2 * a.strides[2];
+  const std::int64_t n = a.shape[3];
+  float scale = 0.0f;
+  int q = 0;
+  if (a.dtype == DType::kI8) {
+    std::memcpy(&scale, row + n, sizeof scale);
+    q = static_cast<std::int8_t>(row[i3]);
+  } else {
+    std::memcpy(&scale, row + n / 2 + i3 / kI4Group * 4, sizeof scale);
+    const int nibble = i3 % 2 == 0 ? row[i3 / 2] & 0xF : row[i3 / 2] >> 4;
+    q = nibble >= 8 ? nibble - 16 : nibble;
+  }
+  return static_cast<double>(scale) * q;
+}
+
 double Element(const ArrayRef& a, std::int64_t i0, std::int64_t i1, std::int64_t i2,
                std::int64_t i3) {
+  if (IsQuantized(a.dtype)) return QuantizedElement(a, i0, i1, i2, i3);
   const std::int64_t off =
       i0 * a.strides[0] + i1 * a.strides[1] + i2 * a.strides[2] + i3 * a.strides[3];
   switch (a.dtype) {
@@ -29,7 +50,7 @@ double Element(const ArrayRef& a, std::int64_t i0, std::int64_t i1, std::int64_t
       return static_cast<double>(BF16ToF32(static_cast<const std::uint16_t*>(a.data)[off]));
     case DType::kI8:
     case DType::kI4:
-      break;  // not read yet
+      break;  // QuantizedElement
   }
   return 0.0;
 }

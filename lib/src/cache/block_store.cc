@@ -4,13 +4,22 @@
 #include <gsl/assert>
 #include <gsl/narrow>
 
+#include "ringkv/kernels/kernel_table.h"
 #include "ringkv/tensor_ops.h"
+#include "stored_rows.h"
 #include "strided_copy.h"
 
 namespace ringkv::detail {
 
+std::string DtypesName(DType keys, DType values) {
+  std::string name(DTypeName(keys));
+  if (values != keys) name.append("/").append(DTypeName(values));
+  return name;
+}
+
 std::size_t KvLayout::BytesPerToken() const noexcept {
-  return static_cast<std::size_t>(heads * (k_dim + v_dim)) * SizeOf(dtype);
+  return static_cast<std::size_t>(heads) *
+         (StoredRowBytes(key_dtype, k_dim) + StoredRowBytes(value_dtype, v_dim));
 }
 
 BlockStore::BlockStore(std::int64_t block_tokens)
@@ -86,9 +95,12 @@ std::size_t BlockStore::AllocatedBytes() const noexcept {
 
 std::shared_ptr<BlockStore::Block> BlockStore::NewBlock() const {
   Expects(has_layout_);
+  const KvLayout& l = layout_;
   return std::make_shared<Block>(Block{
-      Tensor::Uninitialized(layout_.dtype, {1, layout_.heads, block_tokens_, layout_.k_dim}),
-      Tensor::Uninitialized(layout_.dtype, {1, layout_.heads, block_tokens_, layout_.v_dim})});
+      Tensor::Uninitialized(CarrierDtype(l.key_dtype),
+                            {1, l.heads, block_tokens_, CarrierColumns(l.key_dtype, l.k_dim)}),
+      Tensor::Uninitialized(CarrierDtype(l.value_dtype),
+                            {1, l.heads, block_tokens_, CarrierColumns(l.value_dtype, l.v_dim)})});
 }
 
 BlockStore::Block& BlockStore::Writable(std::size_t block) {
@@ -167,16 +179,34 @@ void BlockStore::Write(std::int64_t slot, const Tensor& keys, const Tensor& valu
   const std::int64_t count = keys.Dim(2);
   Expects(slot >= 0 && slot + count <= length_);
   InvalidateViews();
+  const kernels::KernelTable& table = kernels::BestKernels();
   std::int64_t consumed = 0;
   ForEachRun(slot, slot + count, [&](std::size_t block, std::int64_t row, std::int64_t rows) {
     Block& target = Writable(block);
-    // One pass per block run: the copy converts to the block dtype as it goes,
-    // whatever the input's dtype and strides (no temporary unless the input
-    // overlaps the block, i.e. is a view of this cache).
+    // One pass per block run: the copy converts to (or quantizes into) the block
+    // dtype as it goes, whatever the input's dtype and strides (no temporary
+    // unless the input overlaps the block, i.e. is a view of this cache).
     Tensor key_rows = target.keys.Slice(2, row, row + rows);
     Tensor value_rows = target.values.Slice(2, row, row + rows);
-    CopyElementsSafely(keys.Slice(2, consumed, consumed + rows), key_rows);
-    CopyElementsSafely(values.Slice(2, consumed, consumed + rows), value_rows);
+    StoreRows(keys.Slice(2, consumed, consumed + rows), layout_.key_dtype, layout_.k_dim, key_rows,
+              table);
+    StoreRows(values.Slice(2, consumed, consumed + rows), layout_.value_dtype, layout_.v_dim,
+              value_rows, table);
+    consumed += rows;
+  });
+}
+
+void BlockStore::WriteStored(std::int64_t slot, const Segment& seg) {
+  const std::int64_t count = seg.keys.Dim(2);
+  Expects(slot >= 0 && slot + count <= length_);
+  InvalidateViews();
+  std::int64_t consumed = 0;
+  ForEachRun(slot, slot + count, [&](std::size_t block, std::int64_t row, std::int64_t rows) {
+    Block& target = Writable(block);
+    Tensor key_rows = target.keys.Slice(2, row, row + rows);
+    Tensor value_rows = target.values.Slice(2, row, row + rows);
+    CopyElementsSafely(seg.keys.Slice(2, consumed, consumed + rows), key_rows);
+    CopyElementsSafely(seg.values.Slice(2, consumed, consumed + rows), value_rows);
     consumed += rows;
   });
 }
@@ -200,7 +230,14 @@ void BlockStore::Append(const Tensor& keys, const Tensor& values) {
 void BlockStore::AppendCopyOf(const BlockStore& src, std::int64_t begin, std::int64_t end) {
   Expects(begin >= 0 && begin <= end && end <= src.length_);
   InvalidateViews();
-  src.ForEachSegment(begin, end, [&](const Segment& seg) { Append(seg.keys, seg.values); });
+  Expects(src.has_layout_ && (!has_layout_ || src.layout_ == layout_));
+  if (!has_layout_) SetLayout(src.layout_);
+  // Stored rows move as bits: quantized rows keep their scales, nothing is requantized.
+  src.ForEachSegment(begin, end, [&](const Segment& seg) {
+    const std::int64_t start = length_;
+    Resize(start + seg.keys.Dim(2));
+    WriteStored(start, seg);
+  });
 }
 
 void BlockStore::AppendFrom(const BlockStore& src, std::int64_t begin, std::int64_t end) {

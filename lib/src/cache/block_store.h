@@ -2,8 +2,9 @@
 // Paged K/V storage shared by every cache kind.
 //
 // Slots (token positions in storage order) map to fixed-size blocks. A block
-// holds K [1, Hkv, block_tokens, D] and V [1, Hkv, block_tokens, Dv], so each kv
-// head's rows are contiguous over block_tokens tokens (long per-head runs keep the
+// holds K [1, Hkv, block_tokens, D] and V [1, Hkv, block_tokens, Dv] (quantized
+// sides as stored rows in a carrier tensor, stored_rows.h), so each kv head's
+// rows are contiguous over block_tokens tokens (long per-head runs keep the
 // hardware prefetcher useful in SDPA). Slot s lives in block (head_ + s) /
 // block_tokens at row (head_ + s) % block_tokens; head_ lets the rotating cache
 // drop its oldest slots without moving anything.
@@ -20,6 +21,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "ringkv/dtype.h"
@@ -29,13 +31,19 @@ namespace ringkv::detail {
 
 // What every stored token looks like; fixed from the first write until Free().
 struct KvLayout {
-  DType dtype = DType::kF32;
+  DType key_dtype = DType::kF32;  // float K and V share one dtype; quantized ones may differ
+  DType value_dtype = DType::kF32;
   std::int64_t heads = 0;  // Hkv
   std::int64_t k_dim = 0;  // D
   std::int64_t v_dim = 0;  // Dv
   friend bool operator==(const KvLayout&, const KvLayout&) = default;
-  std::size_t BytesPerToken() const noexcept;  // K and V together
+  bool Quantized() const noexcept { return IsQuantized(key_dtype) || IsQuantized(value_dtype); }
+  // heads * (StoredRowBytes(K) + StoredRowBytes(V)): K and V together, scales included.
+  std::size_t BytesPerToken() const noexcept;
 };
+
+// "f16" when keys and values share a dtype, else "int8/int4" (keys/values): for messages.
+std::string DtypesName(DType keys, DType values);
 
 // A store's view generation, shared with the views taken of it so that it
 // outlives the store: a view of a destroyed store still reads a bumped value.
@@ -56,7 +64,8 @@ class BlockStore {
   BlockStore& operator=(BlockStore&& other) noexcept;
   ~BlockStore();
 
-  // A run of consecutive slots inside one block, as [1, Hkv, n, D] / [1, Hkv, n, Dv] views.
+  // A run of consecutive slots inside one block, as [1, Hkv, n, D] / [1, Hkv, n, Dv]
+  // views; a quantized side is its stored rows (carrier, stored_rows.h).
   struct Segment {
     Tensor keys;
     Tensor values;
@@ -80,9 +89,9 @@ class BlockStore {
   // Releases every block and forgets the layout (Free()).
   void Reset() noexcept;
 
-  // Copies keys [1, Hkv, L, D] and values (any dtypes and strides: converted to
-  // the layout's dtype in the same copy) into slots [slot, slot + L) (which must
-  // exist), cloning any shared block it writes into.
+  // Copies keys [1, Hkv, L, D] and values (any float dtypes and strides: converted
+  // to, or quantized into, the layout's dtypes in the same copy) into slots
+  // [slot, slot + L) (which must exist), cloning any shared block it writes into.
   void Write(std::int64_t slot, const Tensor& keys, const Tensor& values);
   // Resize(Length() + L) then Write.
   void Append(const Tensor& keys, const Tensor& values);
@@ -128,11 +137,14 @@ class BlockStore {
 
  private:
   struct Block {
-    Tensor keys;    // [1, Hkv, block_tokens, D]
-    Tensor values;  // [1, Hkv, block_tokens, Dv]
+    Tensor keys;    // [1, Hkv, block_tokens, CarrierColumns(key_dtype, D)]
+    Tensor values;  // [1, Hkv, block_tokens, CarrierColumns(value_dtype, Dv)]
   };
 
   std::shared_ptr<Block> NewBlock() const;
+  // Copies the stored rows of `seg` (this layout's, as View() hands them out) into
+  // slots [slot, slot + seg length), bits unchanged.
+  void WriteStored(std::int64_t slot, const Segment& seg);
   Block& Writable(std::size_t block);
 
   std::int64_t block_tokens_;

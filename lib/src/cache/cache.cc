@@ -25,4 +25,10 @@ int Cache::Trim(int n) {
   return Restore(nullptr, Offset() - removed) ? removed : 0;
 }
 
+std::optional<DType> AttentionCache::StorageDtype() const noexcept {
+  const std::optional<KvStorage> storage = Storage();
+  if (!storage.has_value() || storage->keys != storage->values) return std::nullopt;
+  return storage->keys;
+}
+
 }  // namespace ringkv

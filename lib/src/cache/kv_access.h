@@ -33,6 +33,10 @@ struct KvAccess {
   // allocating nothing. Throws ringkv::Error on a stale view.
   static void KernelSegments(const KvView& view, std::span<kernels::KvSegment> out);
 
+  // One side of the view as a contiguous f32 copy [1, Hkv, K, D or Dv], quantized
+  // rows dequantised (ConcatKeys / ConcatValues of a quantized view).
+  static Tensor ConcatDequantised(const KvView& view, bool keys);
+
   // The mask the kernel must see over the stored order, given the caller's
   // logical mask. The window of a rotating cache only hides keys older than the
   // window (WindowOnly, as the reference's window mask), never later ones: the

@@ -9,6 +9,7 @@
 #include "kv_access.h"
 #include "kv_input.h"
 #include "ringkv/error.h"
+#include "ringkv/format.h"
 #include "snapshots.h"
 
 namespace ringkv {
@@ -35,8 +36,8 @@ void CheckKvMerge(const char* function, const KvSnapshot& parent, const KvSnapsh
   if (!(p == c)) {
     throw SnapshotError(fmt::format(
         "[{}] the parent holds heads {} head dims {}/{} {}, the child heads {} head dims {}/{} {}",
-        function, p.heads, p.k_dim, p.v_dim, DTypeName(p.dtype), c.heads, c.k_dim, c.v_dim,
-        DTypeName(c.dtype)));
+        function, p.heads, p.k_dim, p.v_dim, DtypesName(p.key_dtype, p.value_dtype), c.heads,
+        c.k_dim, c.v_dim, DtypesName(c.key_dtype, c.value_dtype)));
   }
 }
 
@@ -46,8 +47,8 @@ void CheckRestoreLayout(const char* function, const BlockStore& snapshot, const 
   const KvLayout& c = cache.Layout();
   throw SnapshotError(fmt::format(
       "[{}] the snapshot holds heads {} head dims {}/{} {}, the cache heads {} head dims {}/{} {}",
-      function, s.heads, s.k_dim, s.v_dim, DTypeName(s.dtype), c.heads, c.k_dim, c.v_dim,
-      DTypeName(c.dtype)));
+      function, s.heads, s.k_dim, s.v_dim, DtypesName(s.key_dtype, s.value_dtype), c.heads, c.k_dim,
+      c.v_dim, DtypesName(c.key_dtype, c.value_dtype)));
 }
 
 std::unique_ptr<Snapshot> MergeKv(const KvSnapshot& parent, const KvSnapshot& child) {
@@ -90,15 +91,17 @@ std::unique_ptr<detail::BlockStore> MakeStore(const char* function, std::int64_t
 
 KVCache::KVCache(std::int64_t block_tokens, std::optional<DType> storage_dtype)
     : store_(MakeStore("KVCache", block_tokens)),
-      storage_dtype_(detail::CheckStorageDtype("KVCache", storage_dtype)) {}
+      storage_(detail::CheckKvStorage("KVCache", detail::BothSides(storage_dtype))) {}
+KVCache::KVCache(std::int64_t block_tokens, KvStorage storage)
+    : store_(MakeStore("KVCache", block_tokens)),
+      storage_(detail::CheckKvStorage("KVCache", storage)) {}
 KVCache::~KVCache() = default;
 KVCache::KVCache(KVCache&&) noexcept = default;
 KVCache& KVCache::operator=(KVCache&&) noexcept = default;
 
 KVHistory KVCache::Update(const Tensor& keys, const Tensor& values) {
-  const detail::KvLayout layout =
-      detail::CheckKvInput("KVCache::Update", keys, values,
-                           store_->HasLayout() ? &store_->Layout() : nullptr, storage_dtype_);
+  const detail::KvLayout layout = detail::CheckKvInput(
+      "KVCache::Update", keys, values, store_->HasLayout() ? &store_->Layout() : nullptr, storage_);
   const std::int64_t length = keys.Dim(2);
   const int new_offset = detail::AdvancedOffset("KVCache::Update", offset_, length);
   if (!store_->HasLayout()) store_->SetLayout(layout);
@@ -142,7 +145,7 @@ bool KVCache::Restore(const ringkv::Snapshot* snapshot, int target) {
   }
   const detail::KvSnapshot& snap = AsKv("KVCache::Restore", *snapshot);
   detail::CheckRestoreLayout("KVCache::Restore", snap.Data(), *store_);
-  detail::CheckSnapshotDtype("KVCache::Restore", snap.Data(), storage_dtype_);
+  detail::CheckSnapshotDtype("KVCache::Restore", snap.Data(), storage_);
   if (target > snap.ToOffset() || offset_ < snap.FromOffset()) return false;
   // Rewind to the snapshot's start, then append its tokens: aligned blocks are
   // shared, at most the one boundary block is copied.
@@ -188,7 +191,8 @@ std::pair<std::unique_ptr<Snapshot>, std::unique_ptr<Snapshot>> KVCache::Split(
 }
 
 KVCache KVCache::Fork() const {
-  KVCache fork(store_->BlockTokens(), storage_dtype_);
+  KVCache fork(store_->BlockTokens());
+  fork.storage_ = storage_;
   *fork.store_ = *store_;
   fork.offset_ = offset_;
   return fork;
@@ -199,7 +203,7 @@ void KVCache::Swap(KVCache& other) noexcept {
   other.store_->InvalidateViews();
   std::swap(store_, other.store_);
   std::swap(offset_, other.offset_);
-  std::swap(storage_dtype_, other.storage_dtype_);
+  std::swap(storage_, other.storage_);
 }
 
 std::int64_t KVCache::BlockTokens() const noexcept { return store_->BlockTokens(); }

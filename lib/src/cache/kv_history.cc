@@ -9,7 +9,9 @@
 #include "kernel_args.h"
 #include "kv_access.h"
 #include "ringkv/error.h"
+#include "ringkv/format.h"
 #include "ringkv/tensor_ops.h"
+#include "stored_rows.h"
 
 namespace ringkv {
 
@@ -50,7 +52,15 @@ std::int64_t KvView::Length() const {
 
 DType KvView::Dtype() const {
   CheckCurrent("Dtype");
-  return range_count_ == 0 ? DType::kF32 : ranges_[0].store->Layout().dtype;
+  return range_count_ == 0 ? DType::kF32 : ranges_[0].store->Layout().key_dtype;
+}
+DType KvView::KeyDtype() const {
+  CheckCurrent("KeyDtype");
+  return range_count_ == 0 ? DType::kF32 : ranges_[0].store->Layout().key_dtype;
+}
+DType KvView::ValueDtype() const {
+  CheckCurrent("ValueDtype");
+  return range_count_ == 0 ? DType::kF32 : ranges_[0].store->Layout().value_dtype;
 }
 std::int64_t KvView::Heads() const {
   CheckCurrent("Heads");
@@ -65,8 +75,39 @@ std::int64_t KvView::ValueDim() const {
   return range_count_ == 0 ? 0 : ranges_[0].store->Layout().v_dim;
 }
 
+namespace {
+
+void RefuseQuantized(const char* function, const char* side, DType dtype) {
+  if (!IsQuantized(dtype)) return;
+  throw Error(fmt::format(
+      "[KvView::{}] the {} are stored as {}, which a Tensor cannot hold: use ConcatKeys / "
+      "ConcatValues (dequantised f32 copies) or Attention",
+      function, side, dtype));
+}
+
+}  // namespace
+
+namespace detail {
+
+Tensor KvAccess::ConcatDequantised(const KvView& view, bool keys) {
+  std::vector<Tensor> loaded;
+  for (std::size_t i = 0; i < view.range_count_; ++i) {
+    const KvView::Range& r = view.ranges_[i];
+    const KvLayout& layout = r.store->Layout();
+    r.store->ForEachSegment(r.begin, r.end, [&](const BlockStore::Segment& s) {
+      loaded.push_back(
+          keys ? LoadRows(s.keys, layout.key_dtype, layout.k_dim, kernels::BestKernels())
+               : LoadRows(s.values, layout.value_dtype, layout.v_dim, kernels::BestKernels()));
+    });
+  }
+  return Concatenate(loaded, 2);
+}
+
+}  // namespace detail
+
 std::vector<Tensor> KvView::KeySegments() const {
   CheckCurrent("KeySegments");
+  RefuseQuantized("KeySegments", "keys", KeyDtype());
   std::vector<Tensor> out;
   for (std::size_t i = 0; i < range_count_; ++i) {
     ranges_[i].store->ForEachSegment(
@@ -78,6 +119,7 @@ std::vector<Tensor> KvView::KeySegments() const {
 
 std::vector<Tensor> KvView::ValueSegments() const {
   CheckCurrent("ValueSegments");
+  RefuseQuantized("ValueSegments", "values", ValueDtype());
   std::vector<Tensor> out;
   for (std::size_t i = 0; i < range_count_; ++i) {
     ranges_[i].store->ForEachSegment(
@@ -90,6 +132,7 @@ std::vector<Tensor> KvView::ValueSegments() const {
 Tensor KvView::ConcatKeys() const {
   CheckCurrent("ConcatKeys");
   if (range_count_ == 0) return Tensor();
+  if (IsQuantized(KeyDtype())) return detail::KvAccess::ConcatDequantised(*this, true);
   const std::vector<Tensor> parts = KeySegments();
   return Concatenate(parts, 2);
 }
@@ -97,6 +140,7 @@ Tensor KvView::ConcatKeys() const {
 Tensor KvView::ConcatValues() const {
   CheckCurrent("ConcatValues");
   if (range_count_ == 0) return Tensor();
+  if (IsQuantized(ValueDtype())) return detail::KvAccess::ConcatDequantised(*this, false);
   const std::vector<Tensor> parts = ValueSegments();
   return Concatenate(parts, 2);
 }
@@ -118,9 +162,12 @@ void KvAccess::KernelSegments(const KvView& view, std::span<kernels::KvSegment> 
   std::size_t next = 0;
   for (std::size_t i = 0; i < view.range_count_; ++i) {
     const KvView::Range& r = view.ranges_[i];
+    const KvLayout& layout = r.store->Layout();
     r.store->ForEachSegment(r.begin, r.end, [&](const BlockStore::Segment& s) {
       Expects(next < out.size());
-      out[next++] = {ToArrayRef(s.keys), ToArrayRef(s.values)};
+      // Quantized sides go in place as stored rows (byte strides, sdpa.h).
+      out[next++] = {StoredArrayRef(s.keys, layout.key_dtype, layout.k_dim),
+                     StoredArrayRef(s.values, layout.value_dtype, layout.v_dim)};
     });
   }
   Expects(next == out.size());

@@ -19,10 +19,18 @@ void CheckRank(const char* function, const char* name, const Tensor& t) {
   }
 }
 
+void CheckI4Dim(const char* function, const char* name, DType dtype, std::int64_t dim) {
+  if (dtype == DType::kI4 && dim % kI4Group != 0) {
+    throw ShapeError(
+        fmt::format("[{}] {} dim 3 (head dim) is {}, but int4 storage needs a multiple of {}",
+                    function, name, dim, kI4Group));
+  }
+}
+
 }  // namespace
 
 KvLayout CheckKvInput(const char* function, const Tensor& keys, const Tensor& values,
-                      const KvLayout* established, std::optional<DType> storage_dtype) {
+                      const KvLayout* established, std::optional<KvStorage> storage) {
   CheckRank(function, "keys", keys);
   CheckRank(function, "values", values);
   if (keys.Dim(0) != 1 || values.Dim(0) != 1) {
@@ -30,7 +38,7 @@ KvLayout CheckKvInput(const char* function, const Tensor& keys, const Tensor& va
         "[{}] keys dim 0 (batch) is {} and values dim 0 is {}, but only B = 1 is supported",
         function, keys.Dim(0), values.Dim(0)));
   }
-  if (!storage_dtype.has_value() && keys.Dtype() != values.Dtype()) {
+  if (!storage.has_value() && keys.Dtype() != values.Dtype()) {
     throw ShapeError(fmt::format("[{}] keys dtype {} != values dtype {}", function, keys.Dtype(),
                                  values.Dtype()));
   }
@@ -50,13 +58,17 @@ KvLayout CheckKvInput(const char* function, const Tensor& keys, const Tensor& va
     throw ShapeError(fmt::format("[{}] keys shape {} / values shape {} has an empty axis", function,
                                  keys.GetShape(), values.GetShape()));
   }
-  const KvLayout layout{storage_dtype.value_or(keys.Dtype()), keys.Dim(1), keys.Dim(3),
-                        values.Dim(3)};
+  const KvStorage dtypes = storage.value_or(KvStorage::Same(keys.Dtype()));
+  const KvLayout layout{dtypes.keys, dtypes.values, keys.Dim(1), keys.Dim(3), values.Dim(3)};
+  CheckI4Dim(function, "keys", layout.key_dtype, layout.k_dim);
+  CheckI4Dim(function, "values", layout.value_dtype, layout.v_dim);
   if (established != nullptr) {
-    if (layout.dtype != established->dtype) {
-      // Only without a storage dtype: a cache with one restores only snapshots of it.
+    if (layout.key_dtype != established->key_dtype ||
+        layout.value_dtype != established->value_dtype) {
+      // Only without storage dtypes: a cache with them restores only snapshots of them.
       throw ShapeError(fmt::format("[{}] keys dtype is {}, but the cache holds {}", function,
-                                   layout.dtype, established->dtype));
+                                   DtypesName(layout.key_dtype, layout.value_dtype),
+                                   DtypesName(established->key_dtype, established->value_dtype)));
     }
     if (layout.heads != established->heads) {
       throw ShapeError(fmt::format("[{}] keys dim 1 (heads) is {}, but the cache holds {}",
@@ -75,13 +87,36 @@ KvLayout CheckKvInput(const char* function, const Tensor& keys, const Tensor& va
 }
 
 void CheckSnapshotDtype(const char* function, const BlockStore& snapshot,
-                        std::optional<DType> storage_dtype) {
-  if (!storage_dtype.has_value() || !snapshot.HasLayout() ||
-      snapshot.Layout().dtype == *storage_dtype) {
-    return;
-  }
+                        std::optional<KvStorage> storage) {
+  if (!storage.has_value() || !snapshot.HasLayout()) return;
+  const KvLayout& layout = snapshot.Layout();
+  if (layout.key_dtype == storage->keys && layout.value_dtype == storage->values) return;
   throw SnapshotError(fmt::format("[{}] the snapshot holds {}, the cache's storage dtype is {}",
-                                  function, snapshot.Layout().dtype, *storage_dtype));
+                                  function, DtypesName(layout.key_dtype, layout.value_dtype),
+                                  DtypesName(storage->keys, storage->values)));
+}
+
+std::optional<KvStorage> CheckKvStorage(const char* function, std::optional<KvStorage> storage) {
+  if (!storage.has_value()) return storage;
+  const DType k = storage->keys, v = storage->values;
+  for (const DType dtype : {k, v}) {
+    if (!IsStorageDType(dtype)) {
+      throw Error(fmt::format("[{}] dtype {} is not one of f32, f16, bf16, int8, int4 (storage {})",
+                              function, static_cast<int>(dtype), dtype == k ? "keys" : "values"));
+    }
+  }
+  if (IsQuantized(k) != IsQuantized(v)) {
+    throw Error(fmt::format(
+        "[{}] storage dtypes keys {} / values {}: a float side with a quantized one is not "
+        "supported (quantize both, or store both as one float dtype)",
+        function, k, v));
+  }
+  if (!IsQuantized(k) && k != v) {
+    throw Error(fmt::format(
+        "[{}] storage dtypes keys {} / values {}: float keys and values must share one dtype",
+        function, k, v));
+  }
+  return storage;
 }
 
 std::optional<DType> CheckStorageDtype(const char* function, std::optional<DType> storage_dtype) {

@@ -54,7 +54,11 @@ RotatingKVCache::RotatingKVCache(int max_size, std::int64_t block_tokens,
                                  std::optional<DType> storage_dtype)
     : max_size_(CheckMaxSize(max_size)),
       store_(MakeStore(block_tokens)),
-      storage_dtype_(detail::CheckStorageDtype("RotatingKVCache", storage_dtype)) {}
+      storage_(detail::CheckKvStorage("RotatingKVCache", detail::BothSides(storage_dtype))) {}
+RotatingKVCache::RotatingKVCache(int max_size, std::int64_t block_tokens, KvStorage storage)
+    : max_size_(CheckMaxSize(max_size)),
+      store_(MakeStore(block_tokens)),
+      storage_(detail::CheckKvStorage("RotatingKVCache", storage)) {}
 RotatingKVCache::~RotatingKVCache() = default;
 RotatingKVCache::RotatingKVCache(RotatingKVCache&&) noexcept = default;
 RotatingKVCache& RotatingKVCache::operator=(RotatingKVCache&&) noexcept = default;
@@ -62,7 +66,7 @@ RotatingKVCache& RotatingKVCache::operator=(RotatingKVCache&&) noexcept = defaul
 KVHistory RotatingKVCache::Update(const Tensor& keys, const Tensor& values) {
   const detail::KvLayout layout =
       detail::CheckKvInput("RotatingKVCache::Update", keys, values,
-                           store_->HasLayout() ? &store_->Layout() : nullptr, storage_dtype_);
+                           store_->HasLayout() ? &store_->Layout() : nullptr, storage_);
   (void)detail::AdvancedOffset("RotatingKVCache::Update", offset_, keys.Dim(2));
   if (!store_->HasLayout()) store_->SetLayout(layout);
   const std::int64_t key_len = AppendKv(keys, values);
@@ -212,7 +216,7 @@ bool RotatingKVCache::Restore(const ringkv::Snapshot* snapshot, int target) {
   const detail::RotatingSnapshot& snap =
       detail::AsRing("RotatingKVCache::Restore", "snapshot", *snapshot, max_size_);
   detail::CheckRestoreLayout("RotatingKVCache::Restore", snap.Data(), *store_);
-  detail::CheckSnapshotDtype("RotatingKVCache::Restore", snap.Data(), storage_dtype_);
+  detail::CheckSnapshotDtype("RotatingKVCache::Restore", snap.Data(), storage_);
   if (target > snap.ToOffset()) return false;
   // Clamping a snapshot whose window has moved would leave an incomplete window.
   if (target < snap.ToOffset() && snap.ToOffset() > max_size_) return false;
@@ -259,7 +263,8 @@ std::pair<std::unique_ptr<Snapshot>, std::unique_ptr<Snapshot>> RotatingKVCache:
 }
 
 RotatingKVCache RotatingKVCache::Fork() const {
-  RotatingKVCache fork(max_size_, store_->BlockTokens(), storage_dtype_);
+  RotatingKVCache fork(max_size_, store_->BlockTokens());
+  fork.storage_ = storage_;
   *fork.store_ = *store_;
   fork.has_buffer_ = has_buffer_;
   fork.offset_ = offset_;
@@ -275,7 +280,7 @@ void RotatingKVCache::Swap(RotatingKVCache& other) noexcept {
   std::swap(has_buffer_, other.has_buffer_);
   std::swap(offset_, other.offset_);
   std::swap(idx_, other.idx_);
-  std::swap(storage_dtype_, other.storage_dtype_);
+  std::swap(storage_, other.storage_);
 }
 
 std::int64_t RotatingKVCache::BufferLength() const noexcept { return store_->Length(); }

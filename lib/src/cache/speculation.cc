@@ -25,9 +25,8 @@ const KvLayout* Established(const BlockStore& drafts, const BlockStore& live) {
 
 // Validates and appends drafted tokens to `drafts` (in the live cache's storage dtype).
 int Record(const char* function, BlockStore& drafts, const BlockStore& live,
-           std::optional<DType> storage_dtype, const Tensor& keys, const Tensor& values) {
-  const KvLayout layout =
-      CheckKvInput(function, keys, values, Established(drafts, live), storage_dtype);
+           std::optional<KvStorage> storage, const Tensor& keys, const Tensor& values) {
+  const KvLayout layout = CheckKvInput(function, keys, values, Established(drafts, live), storage);
   if (!drafts.HasLayout()) drafts.SetLayout(layout);
   drafts.Append(keys, values);
   return gsl::narrow<int>(keys.Dim(2));
@@ -83,8 +82,8 @@ IsolatedKvCache::IsolatedKvCache(const KVCache* target)
 
 KVHistory IsolatedKvCache::Update(const Tensor& keys, const Tensor& values) {
   CheckDraft("KVCache speculation Update", keys);
-  offset_ += Record("KVCache speculation Update", drafts_, *target_->store_,
-                    target_->StorageDtype(), keys, values);
+  offset_ += Record("KVCache speculation Update", drafts_, *target_->store_, target_->Storage(),
+                    keys, values);
   return detail::MakeHistory(State(), detail::MaskApplier{detail::MaskApplier::Kind::kIdentity,
                                                           keys.Dim(2), offset_, 0, 0});
 }
@@ -101,7 +100,7 @@ SpeculativeRotatingKvCache::SpeculativeRotatingKvCache(RotatingKVCache* target)
 KVHistory SpeculativeRotatingKvCache::Update(const Tensor& keys, const Tensor& values) {
   CheckDraft("RotatingKVCache speculation Update", keys);
   offset_ += Record("RotatingKVCache speculation Update", drafts_, *target_->store_,
-                    target_->StorageDtype(), keys, values);
+                    target_->Storage(), keys, values);
   KvView view = target_->LogicalTail(target_->MaxSize() - 1);
   detail::AddRange(view, &drafts_, 0, drafts_.Length());
   // Logical order: the window applies as a window-only mask (future keys stay as the caller says).

@@ -55,7 +55,7 @@ class SpeculativeKvCache final : public SpeculativeLayer {
   explicit SpeculativeKvCache(KVCache* target);
   KVHistory Update(const Tensor& keys, const Tensor& values) override;
   KvView State() const override { return target_->State(); }
-  std::optional<DType> StorageDtype() const noexcept override { return target_->StorageDtype(); }
+  std::optional<KvStorage> Storage() const noexcept override { return target_->Storage(); }
   int Drafted() const noexcept override { return end_ - start_; }
   bool WritesThrough() const noexcept override { return true; }
   void Commit(int n) override;
@@ -72,7 +72,7 @@ class IsolatedKvCache final : public SpeculativeLayer {
   explicit IsolatedKvCache(const KVCache* target);
   KVHistory Update(const Tensor& keys, const Tensor& values) override;
   KvView State() const override;
-  std::optional<DType> StorageDtype() const noexcept override { return target_->StorageDtype(); }
+  std::optional<KvStorage> Storage() const noexcept override { return target_->Storage(); }
   int Drafted() const noexcept override { return static_cast<int>(drafts_.Length()); }
   bool WritesThrough() const noexcept override { return false; }
   void Commit(int) override {}
@@ -88,7 +88,7 @@ class SpeculativeRotatingKvCache final : public SpeculativeLayer {
   explicit SpeculativeRotatingKvCache(RotatingKVCache* target);
   KVHistory Update(const Tensor& keys, const Tensor& values) override;
   KvView State() const override;
-  std::optional<DType> StorageDtype() const noexcept override { return target_->StorageDtype(); }
+  std::optional<KvStorage> Storage() const noexcept override { return target_->Storage(); }
   int Drafted() const noexcept override { return static_cast<int>(drafts_.Length()); }
   bool WritesThrough() const noexcept override { return false; }
   void Commit(int n) override;

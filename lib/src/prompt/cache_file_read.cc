@@ -52,8 +52,8 @@ LayerPlan ParseLayer(const json& layer, int offset, const std::string& where,
   const std::optional<detail::KvLayout> layout =
       detail::ParseLayout(detail::Field(layer, "kv", where), where + ".kv");
   if (layout.has_value() && plan.storage_dtype.has_value() &&
-      layout->dtype != *plan.storage_dtype) {
-    Bad("{}.kv.dtype {} is not the layer's storage_dtype {}", where, layout->dtype,
+      layout->key_dtype != *plan.storage_dtype) {
+    Bad("{}.kv.dtype {} is not the layer's storage_dtype {}", where, layout->key_dtype,
         *plan.storage_dtype);
   }
   const json& state = detail::Field(layer, "state", where);

@@ -10,6 +10,7 @@
 #include "metadata_file_write.h"
 #include "ringkv/cache_file.h"
 #include "ringkv/error.h"
+#include "ringkv/format.h"
 
 namespace ringkv {
 namespace {
@@ -42,6 +43,13 @@ detail::json LayerJson(const AttentionCache& cache, std::size_t l, detail::Tenso
     block_tokens = full.BlockTokens();
     storage_dtype = full.StorageDtype();
     layer = {{"kind", "global"}};
+  }
+  if (const std::optional<KvStorage> storage = cache.Storage();
+      storage.has_value() && (IsQuantized(storage->keys) || IsQuantized(storage->values))) {
+    throw Error(fmt::format(
+        "[{}] layer {} stores keys as {} and values as {}: cache files do not hold quantized "
+        "(int8 / int4) layers yet (docs/cache_file.md); nothing was written",
+        kFn, l, storage->keys, storage->values));
   }
   layer["block_tokens"] = block_tokens;
   layer["storage_dtype"] = storage_dtype.has_value()

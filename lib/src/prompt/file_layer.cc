@@ -1,8 +1,11 @@
 #include "file_layer.h"
 
+#include <fmt/format.h>
+
 #include <climits>
 
 #include "ringkv/error.h"
+#include "ringkv/format.h"
 #include "ringkv/snapshot_data.h"
 
 namespace ringkv::detail {
@@ -19,10 +22,10 @@ const TensorTable::value_type* TensorRef(const json& layer, const char* key,
   TensorEntry& e = it->second;
   if (e.used) Bad("tensor {} is used twice", name);
   e.used = true;
-  if (e.dtype != layout.dtype || e.shape[0] != 1 || e.shape[1] != layout.heads ||
+  if (e.dtype != layout.key_dtype || e.shape[0] != 1 || e.shape[1] != layout.heads ||
       e.shape[3] != dim || (*slots >= 0 && e.shape[2] != *slots)) {
     Bad("tensor {} is {} [{}, {}, {}, {}], expected {} [1, {}, {}, {}]", name, DTypeName(e.dtype),
-        e.shape[0], e.shape[1], e.shape[2], e.shape[3], DTypeName(layout.dtype), layout.heads,
+        e.shape[0], e.shape[1], e.shape[2], e.shape[3], DTypeName(layout.key_dtype), layout.heads,
         *slots >= 0 ? fmt::format("{}", *slots) : std::string("slots"), dim);
   }
   *slots = e.shape[2];
@@ -52,7 +55,15 @@ void CheckImportable(const LayerRecord& r, int window, const std::string& where)
 
 json LayoutJson(const std::optional<KvLayout>& layout) {
   if (!layout.has_value()) return json(nullptr);
-  return json{{"dtype", SafetensorsDType(layout->dtype)},
+  if (layout->Quantized()) {
+    // Files name one safetensors element type per layer; quantized rows (data then
+    // scales) need their own tensor encoding, which the format does not have yet.
+    throw Error(fmt::format(
+        "[cache file] a layer stores keys as {} and values as {}: cache and prompt files do not "
+        "hold quantized (int8 / int4) layers yet (docs/cache_file.md); nothing was written",
+        layout->key_dtype, layout->value_dtype));
+  }
+  return json{{"dtype", SafetensorsDType(layout->key_dtype)},
               {"heads", layout->heads},
               {"key_dim", layout->k_dim},
               {"value_dim", layout->v_dim}};
@@ -62,7 +73,8 @@ std::optional<KvLayout> ParseLayout(const json& kv, const std::string& where) {
   if (kv.is_null()) return std::nullopt;
   if (!kv.is_object()) Bad("{} is {}, not an object", where, Describe(kv));
   KvLayout layout;
-  layout.dtype = ParseDType(String(kv, "dtype", where), where + ".dtype");
+  layout.key_dtype = ParseDType(String(kv, "dtype", where), where + ".dtype");
+  layout.value_dtype = layout.key_dtype;
   layout.heads = Int(kv, "heads", where, 1, INT_MAX);
   layout.k_dim = Int(kv, "key_dim", where, 1, INT_MAX);
   layout.v_dim = Int(kv, "value_dim", where, 1, INT_MAX);

@@ -37,8 +37,9 @@ Layouts LayoutsOf(const LayerSnapshot* snapshot, std::size_t layers) {
 }
 
 std::string LayoutName(const KvLayout& layout) {
-  return fmt::format("{} x {} heads, key dim {}, value dim {}", DTypeName(layout.dtype),
-                     layout.heads, layout.k_dim, layout.v_dim);
+  return fmt::format("{} x {} heads, key dim {}, value dim {}",
+                     DtypesName(layout.key_dtype, layout.value_dtype), layout.heads, layout.k_dim,
+                     layout.v_dim);
 }
 
 int FirstMismatch(std::span<const std::optional<KvLayout>> a,

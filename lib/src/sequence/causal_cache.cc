@@ -59,8 +59,9 @@ BatchHistory CausalCache::Update(int layer, const Tensor& keys, const Tensor& va
   impl.CheckPass(kFunction);
   impl.CheckLayer(kFunction, layer);
   const detail::PoolLayout& layout = impl.Layout();
-  const detail::KvLayout established{layout.dtype, layout.heads, layout.key_dim, layout.value_dim};
-  detail::CheckKvInput(kFunction, keys, values, &established, layout.dtype);
+  const detail::KvLayout established{layout.dtype, layout.dtype, layout.heads, layout.key_dim,
+                                     layout.value_dim};
+  detail::CheckKvInput(kFunction, keys, values, &established, KvStorage::Same(layout.dtype));
   if (keys.Dim(2) != impl.pass_rows) {
     throw ShapeError(fmt::format("[{}] keys dim 2 (tokens) is {}, but the forward pass has {}",
                                  kFunction, keys.Dim(2), impl.pass_rows));

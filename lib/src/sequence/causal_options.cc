@@ -38,6 +38,13 @@ ResolvedCausalOptions ResolveCausalOptions(CausalCacheOptions options) {
   RequirePositive("kv_heads", options.kv_heads);
   RequirePositive("key_dim", options.key_dim);
   RequirePositive("value_dim", options.value_dim);
+  if (IsQuantized(options.dtype)) {
+    // The pool's batched attention reads float blocks only (docs/caches.md).
+    throw Error(
+        fmt::format("[{}] options.dtype is {}: quantized K/V storage is supported by KVCache and "
+                    "RotatingKVCache, not by CausalCache (use f32, f16 or bf16)",
+                    kFunction, DTypeName(options.dtype)));
+  }
   CheckDType(kFunction, options.dtype);
   RequirePositive("block_tokens", options.block_tokens);
   if (options.block_tokens > std::numeric_limits<std::int32_t>::max()) {

@@ -66,7 +66,7 @@ struct EncoderCache::Impl {
       const auto it = encoded.layers.find(layer);
       if (it == encoded.layers.end()) continue;
       const LayerKv& kv = *it->second;
-      return detail::KvLayout{dtype, kv.keys.Dim(1), kv.keys.Dim(3), kv.values.Dim(3)};
+      return detail::KvLayout{dtype, dtype, kv.keys.Dim(1), kv.keys.Dim(3), kv.values.Dim(3)};
     }
     return std::nullopt;
   }
@@ -217,7 +217,8 @@ BatchHistory EncoderCache::Update(int layer, const Tensor& keys, const Tensor& v
   const bool store = pass.has_encoder && pass.mode == ForwardMode::kStore;
   const SequenceId* target = store ? &pass.encoder_seq : nullptr;
   const std::optional<detail::KvLayout> established = impl_->LayerLayout(layer, target);
-  detail::CheckKvInput(kFn, keys, values, established ? &*established : nullptr, impl_->dtype);
+  detail::CheckKvInput(kFn, keys, values, established ? &*established : nullptr,
+                       KvStorage::Same(impl_->dtype));
   if (!store) return impl_->Get(layer);
 
   // The one copy, converting to the cache's dtype; then nothing below throws but

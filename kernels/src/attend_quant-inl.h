@@ -1,0 +1,421 @@
+#pragma once
+// The attend kernel (attend-inl.h) over quantized K/V rows (dtype.h), read in
+// place: no dequantised copy. Masking and the online softmax are the float
+// kernel's; what differs is how the scales enter:
+//   K int8:  s_j = (q . q8_j) * scale_j          one multiply per key and row,
+//                                                after the dot
+//   K int4:  q . k_j = sum_g scale_jg (q_g . q4_jg), the nibbles widened and
+//            scaled in registers once per key and shared by the tile's rows
+//   V int8:  acc += (p_j * scale_j) q8_j         the scale folded into the
+//                                                softmax weight (l keeps p_j)
+//   V int4:  acc += p_j (scale_jg q4_jg)         scaled in registers per group
+// int4 loads split a byte run into its low nibbles (even values) and high
+// nibbles (odd values); the kernel keeps the queries (int4 K) and the
+// accumulator (int4 V) in that order within each span of 2 * batch values, so no
+// lane shuffles are needed, and puts the accumulator back in order at the end.
+// Everything lives in an anonymous namespace (internal linkage, see
+// simd_compat-inl.h).
+#include <cstdint>
+
+#include "attend-inl.h"
+#include "quantize-inl.h"
+
+namespace ringkv::kernels {
+namespace {
+
+template <class Arch, DType kK, DType kV>
+struct QuantAttender {
+  using B = FloatBatch<Arch>;
+  using Float = Attender<Arch, F32Tag>;  // masking and the online softmax
+  static constexpr std::int64_t kN = static_cast<std::int64_t>(B::size);
+  static constexpr std::int64_t kSpan = 2 * kN;  // values of one int4 load (kN bytes)
+  static constexpr std::int64_t kGroup = kI4Group;
+  static_assert(kGroup % kSpan == 0, "an int4 span must not straddle a scale group");
+  // Keys per register tile with 4 rows: int8 as f16 (4 x 3 accumulators + 3 K
+  // vectors + q fill AVX2's 16 registers); an int4 key is two vectors per span.
+  static constexpr int kScoreKeys = kK == DType::kI8 && kN == 8 ? 3 : 2;
+
+  static float Scale(const std::uint8_t* p) { return LoadQuantScale(p); }
+
+  // Reduces R x K accumulators to sums[a] (the float kernel's transpose-add).
+  template <int RK>
+  __attribute__((always_inline)) static void ReduceTile(const B* acc, float* sums) {
+    constexpr int kG = static_cast<int>(kN);
+    if constexpr (kN == 4 || kN == 8) {
+#pragma GCC unroll 16
+      for (int g = 0; g < RK; g += kG) {
+        if (g + kG <= RK) {
+          xsimd::haddp(acc + g).store_aligned(sums + g);
+        } else {
+          B part[static_cast<std::size_t>(kG)];
+#pragma GCC unroll 16
+          for (int i = 0; i < kG; ++i) part[i] = acc[g + i % (RK - g)];
+          xsimd::haddp(part).store_aligned(sums + g);
+        }
+      }
+    } else {
+#pragma GCC unroll 32
+      for (int a = 0; a < RK; ++a) sums[a] = ReduceAdd<Arch>(acc[a]);
+    }
+  }
+
+  // out[r * out_stride + j] = q_r . k_j for R rows and K keys (rows of k_stride bytes).
+  template <int R, int K>
+  __attribute__((always_inline)) static void Dots(const float* q, std::int64_t q_stride,
+                                                  const std::uint8_t* k, std::int64_t k_stride,
+                                                  std::int64_t d, float* out,
+                                                  std::int64_t out_stride) {
+    constexpr int kRK = R * K;
+    B acc[static_cast<std::size_t>(kRK)];
+#pragma GCC unroll 32
+    for (int a = 0; a < kRK; ++a) acc[a] = B(0.0f);
+    alignas(64) float sums[static_cast<std::size_t>((kRK + kN - 1) / kN * kN)];
+    if constexpr (kK == DType::kI8) {
+      const std::int64_t d_vec = d - d % kN;
+      for (std::int64_t c = 0; c < d_vec; c += kN) {
+        B kv[static_cast<std::size_t>(K)];
+#pragma GCC unroll 16
+        for (int j = 0; j < K; ++j) kv[j] = LoadI8AsFloat<Arch>(k + j * k_stride + c);
+#pragma GCC unroll 16
+        for (int r = 0; r < R; ++r) {
+          const B qv = LoadInRegister<Arch>(q + r * q_stride + c);
+#pragma GCC unroll 16
+          for (int j = 0; j < K; ++j) acc[r * K + j] = xsimd::fma(qv, kv[j], acc[r * K + j]);
+        }
+      }
+      ReduceTile<kRK>(acc, sums);
+      for (std::int64_t c = d_vec; c < d; ++c) {
+        for (int j = 0; j < K; ++j) {
+          const auto kc = static_cast<float>(static_cast<std::int8_t>(k[j * k_stride + c]));
+          for (int r = 0; r < R; ++r) sums[r * K + j] += q[r * q_stride + c] * kc;
+        }
+      }
+      for (int j = 0; j < K; ++j) {
+        const float sc = Scale(k + j * k_stride + d);
+        for (int r = 0; r < R; ++r) out[r * out_stride + j] = sums[r * K + j] * sc;
+      }
+    } else {
+      // d % kGroup == 0; q is in span order (even values, then odd ones).
+      for (std::int64_t c = 0; c < d; c += kSpan) {
+        const std::int64_t scale_at = d / 2 + c / kGroup * 4;
+        B even[static_cast<std::size_t>(K)];
+        B odd[static_cast<std::size_t>(K)];
+#pragma GCC unroll 16
+        for (int j = 0; j < K; ++j) {
+          const std::uint8_t* row = k + j * k_stride;
+          LoadI4AsFloat<Arch>(row + c / 2, even[j], odd[j]);
+          const B sc(Scale(row + scale_at));
+          even[j] *= sc;
+          odd[j] *= sc;
+        }
+#pragma GCC unroll 16
+        for (int r = 0; r < R; ++r) {
+          const B qe = LoadInRegister<Arch>(q + r * q_stride + c);
+          const B qo = LoadInRegister<Arch>(q + r * q_stride + c + kN);
+#pragma GCC unroll 16
+          for (int j = 0; j < K; ++j) {
+            acc[r * K + j] = xsimd::fma(qe, even[j], acc[r * K + j]);
+            acc[r * K + j] = xsimd::fma(qo, odd[j], acc[r * K + j]);
+          }
+        }
+      }
+      ReduceTile<kRK>(acc, sums);
+      for (int r = 0; r < R; ++r) {
+        for (int j = 0; j < K; ++j) out[r * out_stride + j] = sums[r * K + j];
+      }
+    }
+  }
+
+  // The block's K and V rows requested whole before the scores read them (see
+  // the float kernel's Prefetch): bytes, so a quantized row is 1/2 or 1/4 the lines.
+  struct Prefetch {
+    const std::uint8_t* k = nullptr;  // nullptr: nothing to fetch
+    const std::uint8_t* v = nullptr;
+    std::int64_t k_stride = 0;
+    std::int64_t v_stride = 0;
+    std::int64_t rows = 0;
+    std::int64_t k_bytes = 0;
+    std::int64_t v_bytes = 0;
+  };
+
+  __attribute__((always_inline)) static void PrefetchRows(const Prefetch& pf, std::int64_t j0,
+                                                          std::int64_t count) {
+    if (pf.k == nullptr) return;
+    for (std::int64_t j = j0; j < j0 + count && j < pf.rows; ++j) {
+      const std::uint8_t* kr = pf.k + j * pf.k_stride;
+      const std::uint8_t* vr = pf.v + j * pf.v_stride;
+      for (std::int64_t c = 0; c < pf.k_bytes; c += 64) __builtin_prefetch(kr + c);
+      __builtin_prefetch(kr + pf.k_bytes - 1);  // the scales may start a new line
+      for (std::int64_t c = 0; c < pf.v_bytes; c += 64) __builtin_prefetch(vr + c);
+      __builtin_prefetch(vr + pf.v_bytes - 1);
+    }
+  }
+
+  template <int R, int K>
+  static void ScoreRows(const float* q, std::int64_t q_stride, const std::uint8_t* k,
+                        std::int64_t k_stride, std::int64_t kb, std::int64_t d, float* s,
+                        std::int64_t s_stride, const Prefetch& pf) {
+    std::int64_t j = 0;
+    for (; j + K <= kb; j += K) {
+      PrefetchRows(pf, j, K);
+      Dots<R, K>(q, q_stride, k + j * k_stride, k_stride, d, s + j, s_stride);
+    }
+    if constexpr (K > 2) {
+      if (j + 2 <= kb) {
+        PrefetchRows(pf, j, 2);
+        Dots<R, 2>(q, q_stride, k + j * k_stride, k_stride, d, s + j, s_stride);
+        j += 2;
+      }
+    }
+    for (; j < kb; ++j) {
+      PrefetchRows(pf, j, 1);
+      Dots<R, 1>(q, q_stride, k + j * k_stride, k_stride, d, s + j, s_stride);
+    }
+  }
+
+  // int8 V: p[r][j] *= scale_j, except hidden keys (p = -0.0), which must stay
+  // marked so that not even a NaN scale reaches the row.
+  static void FoldVScales(const AttendTile& t, std::int64_t rows_total, float* s,
+                          const std::uint8_t* v, std::int64_t v_stride, std::int64_t kb) {
+    for (std::int64_t j = 0; j < kb; ++j) {
+      const float sc = Scale(v + j * v_stride + t.dv);
+      for (std::int64_t r = 0; r < rows_total; ++r) {
+        float& p = s[r * t.block + j];
+        if (!Float::IsHidden(p)) p *= sc;
+      }
+    }
+  }
+
+  // acc_r = acc_r * alpha_r + sum_j p[r][j] v_j, VC vectors of Dv at a time
+  // (int8: VC batches; int4: VC spans of two batches, in span order).
+  template <int R, int VC, bool kSkipHidden>
+  __attribute__((always_inline)) static std::int64_t AccumulateChunks(
+      const float* p, std::int64_t p_stride, const float* alpha, const std::uint8_t* v,
+      std::int64_t v_stride, std::int64_t kb, std::int64_t c, std::int64_t dv, float* acc,
+      std::int64_t acc_stride) {
+    constexpr int kVecs = kV == DType::kI8 ? VC : 2 * VC;  // batches per chunk
+    constexpr std::int64_t kChunk = kVecs * kN;            // values per chunk
+    for (; c + kChunk <= dv; c += kChunk) {
+      B a[static_cast<std::size_t>(R * kVecs)];
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) {
+        const B scale(alpha[r]);
+#pragma GCC unroll 16
+        for (int x = 0; x < kVecs; ++x) {
+          a[r * kVecs + x] = B::load_unaligned(acc + r * acc_stride + c + x * kN) * scale;
+        }
+      }
+      for (std::int64_t j = 0; j < kb; ++j) {
+        const std::uint8_t* vj = v + j * v_stride;
+        B vv[static_cast<std::size_t>(kVecs)];
+        if constexpr (kV == DType::kI8) {
+#pragma GCC unroll 16
+          for (int x = 0; x < kVecs; ++x) vv[x] = LoadI8AsFloat<Arch>(vj + c + x * kN);
+        } else {
+#pragma GCC unroll 16
+          for (int x = 0; x < VC; ++x) {
+            const std::int64_t at = c + x * kSpan;
+            LoadI4AsFloat<Arch>(vj + at / 2, vv[2 * x], vv[2 * x + 1]);
+            const B sc(Scale(vj + dv / 2 + at / kGroup * 4));
+            vv[2 * x] *= sc;
+            vv[2 * x + 1] *= sc;
+          }
+        }
+#pragma GCC unroll 16
+        for (int r = 0; r < R; ++r) {
+          if (kSkipHidden && Float::IsHidden(p[r * p_stride + j])) continue;
+          const B pr(p[r * p_stride + j]);
+#pragma GCC unroll 16
+          for (int x = 0; x < kVecs; ++x)
+            a[r * kVecs + x] = xsimd::fma(pr, vv[x], a[r * kVecs + x]);
+        }
+      }
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 16
+        for (int x = 0; x < kVecs; ++x) {
+          a[r * kVecs + x].store_unaligned(acc + r * acc_stride + c + x * kN);
+        }
+      }
+    }
+    return c;
+  }
+
+  template <int R, int VC, bool kSkipHidden>
+  static void AccumulateRows(const float* p, std::int64_t p_stride, const float* alpha,
+                             const std::uint8_t* v, std::int64_t v_stride, std::int64_t kb,
+                             std::int64_t dv, float* acc, std::int64_t acc_stride) {
+    std::int64_t c = AccumulateChunks<R, VC, kSkipHidden>(p, p_stride, alpha, v, v_stride, kb, 0,
+                                                          dv, acc, acc_stride);
+    c = AccumulateChunks<R, 1, kSkipHidden>(p, p_stride, alpha, v, v_stride, kb, c, dv, acc,
+                                            acc_stride);
+    // int8 only (int4 rows are whole spans): the scale is already in p.
+    for (; c < dv; ++c) {
+      for (int r = 0; r < R; ++r) {
+        float sum = acc[r * acc_stride + c] * alpha[r];
+        for (std::int64_t j = 0; j < kb; ++j) {
+          if (kSkipHidden && Float::IsHidden(p[r * p_stride + j])) continue;
+          sum += p[r * p_stride + j] *
+                 static_cast<float>(static_cast<std::int8_t>(v[j * v_stride + c]));
+        }
+        acc[r * acc_stride + c] = sum;
+      }
+    }
+  }
+
+  template <bool kSkipHidden>
+  static void Accumulate(const AttendTile& t, std::int64_t rows_total, const float* s,
+                         const float* alpha, const std::uint8_t* v, std::int64_t v_stride,
+                         std::int64_t kb) {
+    // int4 chunks hold two batches per span: half the spans of int8 per register tile.
+    constexpr int kWide = kV == DType::kI8 ? 2 : 1;
+    std::int64_t r = 0;
+    for (; r + 4 <= rows_total; r += 4) {
+      AccumulateRows<4, kWide, kSkipHidden>(s + r * t.block, t.block, alpha + r, v, v_stride, kb,
+                                            t.dv, t.acc + r * t.acc_stride, t.acc_stride);
+    }
+    switch (rows_total - r) {
+      case 3:
+        AccumulateRows<3, kWide, kSkipHidden>(s + r * t.block, t.block, alpha + r, v, v_stride, kb,
+                                              t.dv, t.acc + r * t.acc_stride, t.acc_stride);
+        break;
+      case 2:
+        AccumulateRows<2, 2 * kWide, kSkipHidden>(s + r * t.block, t.block, alpha + r, v, v_stride,
+                                                  kb, t.dv, t.acc + r * t.acc_stride, t.acc_stride);
+        break;
+      case 1:
+        AccumulateRows<1, 4 * kWide, kSkipHidden>(s + r * t.block, t.block, alpha + r, v, v_stride,
+                                                  kb, t.dv, t.acc + r * t.acc_stride, t.acc_stride);
+        break;
+      default:
+        break;
+    }
+  }
+
+  static void Block(const AttendTile& t, std::int64_t rows_total, std::int64_t qd, const float* qs,
+                    float* s, float* alpha, const std::uint8_t* k, std::int64_t k_stride,
+                    const std::uint8_t* v, std::int64_t v_stride, std::int64_t tb, std::int64_t kb,
+                    const Prefetch& pf) {
+    if (Float::BlockHidden(t, tb, kb)) return;
+    const Prefetch none;
+    std::int64_t r = 0;
+    for (; r + 4 <= rows_total; r += 4) {
+      ScoreRows<4, kScoreKeys>(qs + r * qd, qd, k, k_stride, kb, t.d, s + r * t.block, t.block,
+                               r == 0 ? pf : none);
+    }
+    switch (rows_total - r) {
+      case 3:
+        ScoreRows<3, 2>(qs + r * qd, qd, k, k_stride, kb, t.d, s + r * t.block, t.block,
+                        r == 0 ? pf : none);
+        break;
+      case 2:
+        ScoreRows<2, 4>(qs + r * qd, qd, k, k_stride, kb, t.d, s + r * t.block, t.block,
+                        r == 0 ? pf : none);
+        break;
+      case 1:
+        ScoreRows<1, 8>(qs + r * qd, qd, k, k_stride, kb, t.d, s + r * t.block, t.block,
+                        r == 0 ? pf : none);
+        break;
+      default:
+        break;
+    }
+    if (!Float::MaskBlock(t, tb, kb, s)) return;
+    const bool any_hidden = Float::Softmax(t, rows_total, kb, s, alpha);
+    if constexpr (kV == DType::kI8) FoldVScales(t, rows_total, s, v, v_stride, kb);
+    if (any_hidden) {
+      Accumulate<true>(t, rows_total, s, alpha, v, v_stride, kb);
+    } else {
+      Accumulate<false>(t, rows_total, s, alpha, v, v_stride, kb);
+    }
+  }
+
+  // dst = q * scale, in span order for int4 K: each span of 2 * kN values as its
+  // even values, then its odd ones.
+  static void ScaleQuery(const float* q, float scale, std::int64_t d, float* dst) {
+    if constexpr (kK == DType::kI8) {
+      for (std::int64_t c = 0; c < d; ++c) dst[c] = q[c] * scale;
+    } else {
+      for (std::int64_t c = 0; c < d; c += kSpan) {
+        for (std::int64_t i = 0; i < kN; ++i) {
+          dst[c + i] = q[c + 2 * i] * scale;
+          dst[c + kN + i] = q[c + 2 * i + 1] * scale;
+        }
+      }
+    }
+  }
+
+  // int4 V: the accumulator rows back from span order to value order.
+  static void UnpermuteAcc(const AttendTile& t, std::int64_t rows_total) {
+    for (std::int64_t r = 0; r < rows_total; ++r) {
+      float* row = t.acc + r * t.acc_stride;
+      for (std::int64_t c = 0; c < t.dv; c += kSpan) {
+        alignas(64) float tmp[static_cast<std::size_t>(kSpan)];
+        for (std::int64_t i = 0; i < kN; ++i) {
+          tmp[2 * i] = row[c + i];
+          tmp[2 * i + 1] = row[c + kN + i];
+        }
+        for (std::int64_t i = 0; i < kSpan; ++i) row[c + i] = tmp[i];
+      }
+    }
+  }
+
+  static void Attend(const AttendTile& t) {
+    const std::int64_t rows_total = t.heads * t.rows;
+    const std::int64_t qd = (t.d + 15) / 16 * 16;
+    float* qs = t.scratch;                    // [rows_total, qd] scaled queries
+    float* s = qs + rows_total * qd;          // [rows_total, block] scores, then p
+    float* alpha = s + rows_total * t.block;  // [rows_total]
+    for (std::int64_t g = 0; g < t.heads; ++g) {
+      for (std::int64_t i = 0; i < t.rows; ++i) {
+        const std::int64_t qi = t.q_rows != nullptr ? t.q_rows[i] : i;
+        ScaleQuery(t.q + g * t.q_head_stride + qi * t.q_row_stride, t.scale, t.d,
+                   qs + (g * t.rows + i) * qd);
+      }
+    }
+    for (std::int64_t r = 0; r < rows_total; ++r) {
+      t.m[r] = kAttendNegInf;
+      t.l[r] = 0.0f;
+      for (std::int64_t c = 0; c < t.dv; ++c) t.acc[r * t.acc_stride + c] = 0.0f;
+    }
+    const auto k_bytes = static_cast<std::int64_t>(RowBytes(kK, t.d));
+    const auto v_bytes = static_cast<std::int64_t>(RowBytes(kV, t.dv));
+    for (std::int64_t ri = 0; ri < t.run_count; ++ri) {
+      const KvRun& run = t.runs[ri];
+      const std::int64_t first = run.begin > t.t0 ? run.begin : t.t0;
+      const std::int64_t end = run.begin + run.count < t.t1 ? run.begin + run.count : t.t1;
+      for (std::int64_t tb = first; tb < end; tb += t.block) {
+        const std::int64_t kb = end - tb < t.block ? end - tb : t.block;
+        const auto* k = static_cast<const std::uint8_t*>(run.k) + (tb - run.begin) * run.k_stride;
+        const auto* v = static_cast<const std::uint8_t*>(run.v) + (tb - run.begin) * run.v_stride;
+        Prefetch pf;
+        pf.k = k;
+        pf.v = v;
+        pf.k_stride = run.k_stride;
+        pf.v_stride = run.v_stride;
+        pf.rows = kb;
+        pf.k_bytes = k_bytes;
+        pf.v_bytes = v_bytes;
+        Block(t, rows_total, qd, qs, s, alpha, k, run.k_stride, v, run.v_stride, tb, kb, pf);
+      }
+    }
+    if constexpr (kV == DType::kI4) UnpermuteAcc(t, rows_total);
+  }
+};
+
+template <class Arch>
+void AttendQuantized(const AttendTile& tile) noexcept {
+  const bool k8 = tile.k_dtype == DType::kI8;
+  const bool v8 = tile.v_dtype == DType::kI8;
+  if (k8 && v8) {
+    QuantAttender<Arch, DType::kI8, DType::kI8>::Attend(tile);
+  } else if (k8) {
+    QuantAttender<Arch, DType::kI8, DType::kI4>::Attend(tile);
+  } else if (v8) {
+    QuantAttender<Arch, DType::kI4, DType::kI8>::Attend(tile);
+  } else {
+    QuantAttender<Arch, DType::kI4, DType::kI4>::Attend(tile);
+  }
+}
+
+}  // namespace
+}  // namespace ringkv::kernels
