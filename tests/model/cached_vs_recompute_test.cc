@@ -10,10 +10,11 @@
 // logits of standard deviation ~2. kTolerance leaves 10x headroom over f16; a
 // window off by one token already moves logits by > 0.05 (SensitiveToTheWindow).
 // int8 / int4 K/V: the recompute quantizes each row exactly as the cache write
-// does (ringkv::AsStored), so they agree as closely as f32 K/V: measured <= 1e-6
-// (EveryDecodeStepAcrossManyWraps, AVX2 tier); they take the f32 tolerance. The
-// quantization's own cost, against unrounded f32 K/V, is ~1e-1 on these logits
-// (docs/quantized_kv.md).
+// does (ringkv::AsStored): measured <= 2e-6 here (AVX2 tier). But a summation-order
+// difference upstream can flip one quantized value by a whole step (not an ulp):
+// the demo's small int8 run measured 8.4e-4 from one such flip, so they keep
+// kTolerance. The quantization's own cost, against unrounded f32 K/V, is ~1e-2
+// (int8) to ~3e-1 (int4) on these logits (docs/quantized_kv.md).
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -147,7 +148,7 @@ class CachedVsRecompute : public ::testing::TestWithParam<Pattern> {
   }
   float Tolerance() const {
     const DType d = GetParam().kv_dtype;
-    return d == DType::kF32 || IsQuantized(d) ? kToleranceF32 : kTolerance;
+    return d == DType::kF32 ? kToleranceF32 : kTolerance;
   }
   // One thread: the pool's barrier makes a loaded 2-core machine slow; threading
   // is covered by the tests below and by the demo.
