@@ -85,6 +85,9 @@ class Demo {
               const std::function<void()>& after_step = {});
   void Speculate(ModelCaches& caches, ringkv::model::DemoReport& r);
   void Check(ringkv::model::DemoReport& r);
+  // The cost of the K/V dtype: the cached rows against `reference`, a recompute
+  // with f32 K/V.
+  void MeasureKvCost(std::span<const float> reference, ringkv::model::KvCostReport& cost) const;
   void Serve(ringkv::model::DemoReport& r);
 
   const ringkv::model::DemoOptions& o_;
@@ -180,7 +183,7 @@ void Demo::Speculate(ModelCaches& caches, ringkv::model::DemoReport& r) {
 
 void Demo::Check(ringkv::model::DemoReport& r) {
   const auto start = Clock::now();
-  const std::vector<float> reference = ringkv::model::RecomputeLogits(model_, t_.tokens, ctx_);
+  std::vector<float> reference = ringkv::model::RecomputeLogits(model_, t_.tokens, ctx_);
   r.check.recompute_seconds = Since(start);
   const auto vocab = static_cast<std::size_t>(o_.model.vocab);
   float worst = 0;
@@ -194,6 +197,42 @@ void Demo::Check(ringkv::model::DemoReport& r) {
   r.check.positions = static_cast<std::int64_t>(t_.positions.size());
   r.check.sequence = static_cast<std::int64_t>(t_.tokens.size());
   r.check.max_abs_diff = static_cast<double>(worst);
+
+  // With f32 K/V the check's recompute is already unrounded; otherwise one more,
+  // after the first is dropped (the memory estimate holds one).
+  if (o_.model.kv_dtype == ringkv::DType::kF32) {
+    r.kv_cost.recompute_seconds = r.check.recompute_seconds;
+    MeasureKvCost(reference, r.kv_cost);
+    return;
+  }
+  std::vector<float>().swap(reference);
+  const auto cost_start = Clock::now();
+  const std::vector<float> unrounded =
+      ringkv::model::RecomputeLogits(model_, t_.tokens, ctx_, ringkv::DType::kF32);
+  r.kv_cost.recompute_seconds = Since(cost_start);
+  MeasureKvCost(unrounded, r.kv_cost);
+}
+
+void Demo::MeasureKvCost(std::span<const float> reference,
+                         ringkv::model::KvCostReport& cost) const {
+  const auto vocab = static_cast<std::size_t>(o_.model.vocab);
+  double worst = 0, sum = 0;
+  for (std::size_t i = 0; i < t_.positions.size(); ++i) {
+    const auto p = static_cast<std::size_t>(t_.positions[i]);
+    const std::span<const float> row = std::span<const float>(t_.rows).subspan(i * vocab, vocab);
+    const std::span<const float> ref = reference.subspan(p * vocab, vocab);
+    for (std::size_t j = 0; j < vocab; ++j) {
+      const double d = std::abs(static_cast<double>(row[j]) - static_cast<double>(ref[j]));
+      if (std::isnan(d) || d > worst) worst = d;  // a NaN stays
+      sum += d;
+    }
+    cost.greedy_differs += ringkv::model::Greedy(row) != ringkv::model::Greedy(ref) ? 1 : 0;
+  }
+  cost.ran = true;
+  cost.positions = static_cast<std::int64_t>(t_.positions.size());
+  cost.max_abs_diff = worst;
+  cost.mean_abs_diff =
+      t_.positions.empty() ? 0 : sum / static_cast<double>(t_.positions.size() * vocab);
 }
 
 void Demo::Serve(ringkv::model::DemoReport& r) {

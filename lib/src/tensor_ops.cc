@@ -2,8 +2,13 @@
 
 #include <fmt/format.h>
 
+#include <cstddef>
+#include <gsl/narrow>
+#include <vector>
+
 #include "ringkv/error.h"
 #include "ringkv/format.h"
+#include "ringkv/kernels/kernel_table.h"
 #include "strided_copy.h"
 
 namespace ringkv {
@@ -78,6 +83,40 @@ void SliceUpdate(Tensor& dst, const Tensor& src, int axis, std::int64_t begin) {
   // A source over the same bytes (a view of dst, or a borrow of the same buffer)
   // is copied out first.
   detail::CopyElementsSafely(src, region);
+}
+
+Tensor AsStored(const Tensor& x, DType storage) {
+  if (!IsStorageDType(storage)) {
+    throw Error(fmt::format("[AsStored] storage dtype {} is not one of f32, f16, bf16, int8, int4",
+                            static_cast<int>(storage)));
+  }
+  if (!IsQuantized(storage)) return x.AsType(storage);
+  if (x.Empty()) return Tensor();  // as AsType
+  if (x.Rank() == 0) {
+    throw ShapeError(fmt::format("[AsStored] x {} has no last axis to quantize as {} rows",
+                                 Summary(x), storage));
+  }
+  const std::int64_t n = x.Dim(x.Rank() - 1);
+  if (storage == DType::kI4 && n % kI4Group != 0) {
+    throw ShapeError(
+        fmt::format("[AsStored] x {} has a last dim of {}, not a multiple of {} (int4 "
+                    "groups)",
+                    Summary(x), n, kI4Group));
+  }
+  Tensor out = Tensor::Uninitialized(DType::kF32, x.GetShape());
+  if (x.NumElements() == 0) return out;
+  // Through stored rows and back, as a cache write and its attention would.
+  const Tensor rows = x.Contiguous();
+  const auto count = gsl::narrow<std::size_t>(x.NumElements() / n);
+  const auto width = gsl::narrow<std::size_t>(n);
+  const std::size_t row_bytes = RowBytes(storage, n);
+  std::vector<std::byte> stored(count * row_bytes);
+  const kernels::KernelTable& table = kernels::BestKernels();
+  table.convert_rows(rows.Dtype(), rows.Data(), gsl::narrow<std::ptrdiff_t>(n), storage,
+                     stored.data(), gsl::narrow<std::ptrdiff_t>(row_bytes), count, width);
+  table.convert_rows(storage, stored.data(), gsl::narrow<std::ptrdiff_t>(row_bytes), DType::kF32,
+                     out.MutableData(), gsl::narrow<std::ptrdiff_t>(n), count, width);
+  return out;
 }
 
 }  // namespace ringkv

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <cmath>
 #include <vector>
 
 #include "lib_test_util.h"
@@ -224,6 +225,88 @@ TEST(SliceUpdateTest, ErrorsNameValuesAndChangeNothing) {
   // The last position that fits is accepted.
   SliceUpdate(dst, src, 1, 5);
   EXPECT_EQ(dst.Slice(1, 5, 8).ToVector(), src.ToVector());
+}
+
+// Rows worked by hand (dtype.h: s = max|x| / 127, q = round half even of x / s):
+// row 0 has s = 1, row 1 s = 0.5; a NaN poisons its whole row; zeros stay zeros.
+// Read through a transposed view, so the rows are not contiguous in memory.
+TEST(AsStoredTest, Int8HandWorkedRows) {
+  const std::vector<float> rows = {127, -3.4f, 2.5f, 0.49f, 63.5f, 1.25f, -0.75f, 0.2f,
+                                   1,   NAN,   0,    0,     0,     0,     0,      0};
+  std::vector<float> columns(16);
+  for (std::size_t r = 0; r < 4; ++r) {
+    for (std::size_t c = 0; c < 4; ++c) columns[c * 4 + r] = rows[r * 4 + c];
+  }
+  const Tensor x = Tensor::FromVector(columns, {4, 4}).Transpose(0, 1);
+  ASSERT_FALSE(x.IsContiguous());
+  const Tensor back = AsStored(x, DType::kI8);
+  EXPECT_EQ(back.Dtype(), DType::kF32);
+  EXPECT_EQ(back.GetShape(), (Shape{4, 4}));
+  const std::vector<float> got = back.ToVector();
+  const std::vector<float> want = {127, -3, 2, 0, 63.5f, 1, -1, 0};
+  EXPECT_EQ(std::vector<float>(got.begin(), got.begin() + 8), want);
+  for (std::size_t i = 8; i < 12; ++i) EXPECT_TRUE(std::isnan(got[i])) << i;
+  EXPECT_EQ(std::vector<float>(got.begin() + 12, got.end()), std::vector<float>(4, 0.0f));
+}
+
+// int4: groups of 32 with s = max|x| / 7; group 0 has s = 1, group 1 s = 2.
+TEST(AsStoredTest, Int4HandWorkedGroups) {
+  std::vector<float> row(64, 0.0f);
+  row[0] = 7, row[1] = 2.5f, row[2] = 3.5f, row[3] = -6.6f;
+  row[32] = 14, row[33] = 5, row[34] = -3, row[35] = 1, row[36] = 0.9f;
+  std::vector<float> want(64, 0.0f);
+  want[0] = 7, want[1] = 2, want[2] = 4, want[3] = -7;
+  want[32] = 14, want[33] = 4, want[34] = -4, want[35] = 0, want[36] = 0;
+  const Tensor back = AsStored(Tensor::FromVector(row, {1, 64}, DType::kBF16), DType::kI4);
+  EXPECT_EQ(back.Dtype(), DType::kF32);
+  EXPECT_EQ(back.ToVector(), want);
+}
+
+TEST(AsStoredTest, FloatDtypesRoundLikeAsType) {
+  const std::vector<float> values = {1.0f + 0x1p-10f, 3.0f, -0.1f, 65536.0f};
+  const Tensor x = Tensor::FromVector(values, {2, 2});
+  const Tensor bf16 = AsStored(x, DType::kBF16);
+  EXPECT_EQ(bf16.Dtype(), DType::kBF16);
+  EXPECT_EQ(bf16.ToVector()[0], 1.0f);  // 8 mantissa bits drop 2^-10
+  EXPECT_EQ(bf16.ToVector(), x.AsType(DType::kBF16).ToVector());
+  const Tensor f16 = AsStored(x, DType::kF16);
+  EXPECT_EQ(f16.Dtype(), DType::kF16);
+  EXPECT_EQ(f16.ToVector(), x.AsType(DType::kF16).ToVector());
+  EXPECT_EQ(AsStored(x, DType::kF32).ToVector(), values);
+  EXPECT_FALSE(AsStored(x, DType::kF32).SharesStorageWith(x));
+}
+
+// The point of AsStored: exactly what a quantized cache holds and reads back.
+TEST(AsStoredTest, MatchesWhatAQuantizedCacheReadsBack) {
+  std::vector<float> k(2 * 5 * 64), v(2 * 5 * 64);
+  for (std::size_t i = 0; i < k.size(); ++i) {
+    k[i] = std::sin(0.37f * static_cast<float>(i)) * static_cast<float>(1 + i % 7);
+    v[i] = std::cos(0.11f * static_cast<float>(i)) - 0.25f;
+  }
+  const Tensor keys = Tensor::FromVector(k, {1, 2, 5, 64});
+  const Tensor values = Tensor::FromVector(v, {1, 2, 5, 64}, DType::kF16);
+  KVCache cache(4, KvStorage{DType::kI8, DType::kI4});
+  cache.Update(keys, values);
+  const KvView view = cache.State();
+  EXPECT_EQ(view.ConcatKeys().ToVector(), AsStored(keys, DType::kI8).ToVector());
+  EXPECT_EQ(view.ConcatValues().ToVector(), AsStored(values, DType::kI4).ToVector());
+  EXPECT_NE(AsStored(keys, DType::kI8).ToVector(), k);  // it did round
+}
+
+TEST(AsStoredTest, ErrorsNameValuesAndChangeNothing) {
+  const Tensor x = Tensor::FromVector(Iota(2 * 48), {2, 48});
+  const TensorState before(x);
+  ExpectThrowWith<ShapeError>(
+      [&] { (void)AsStored(x, DType::kI4); },
+      {"[AsStored]", "[2, 48]", "last dim of 48, not a multiple of 32 (int4 groups)"});
+  ExpectThrowWith<Error>([&] { (void)AsStored(x, static_cast<DType>(9)); },
+                         {"[AsStored] storage dtype 9 is not one of f32, f16, bf16, int8, int4"});
+  const Tensor scalar = Tensor::FromVector(std::vector<float>{2.0f}, Shape{});
+  ExpectThrowWith<ShapeError>([&] { (void)AsStored(scalar, DType::kI8); },
+                              {"[AsStored]", "no last axis to quantize as int8 rows"});
+  EXPECT_EQ(TensorState(x), before);
+  EXPECT_TRUE(AsStored(Tensor(), DType::kI8).Empty());
+  EXPECT_EQ(AsStored(x, DType::kI8).GetShape(), (Shape{2, 48}));  // int8 takes any width
 }
 
 }  // namespace

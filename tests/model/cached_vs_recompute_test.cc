@@ -9,6 +9,12 @@
 // such a difference. Measured: <= 2e-6 with f32 and bf16 K/V, <= 9e-5 with f16 K/V, on
 // logits of standard deviation ~2. kTolerance leaves 10x headroom over f16; a
 // window off by one token already moves logits by > 0.05 (SensitiveToTheWindow).
+// int8 / int4 K/V: the recompute quantizes each row exactly as the cache write
+// does (ringkv::AsStored): measured <= 2e-6 here (AVX2 tier). But a summation-order
+// difference upstream can flip one quantized value by a whole step (not an ulp):
+// the demo's small int8 run measured 8.4e-4 from one such flip, so they keep
+// kTolerance. The quantization's own cost, against unrounded f32 K/V, is ~1e-2
+// (int8) to ~3e-1 (int4) on these logits (docs/quantized_kv.md).
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -125,6 +131,7 @@ struct Pattern {
   const char* name;
   int global_every;
   DType kv_dtype;
+  int head_dim = 16;  // int4 needs whole groups of 32
 };
 
 // Names the case in test output (gtest would otherwise dump the struct's bytes,
@@ -136,10 +143,12 @@ class CachedVsRecompute : public ::testing::TestWithParam<Pattern> {
   ModelConfig Config() const {
     ModelConfig c = TinyConfig(GetParam().global_every);
     c.kv_dtype = GetParam().kv_dtype;
+    c.head_dim = GetParam().head_dim;
     return c;
   }
   float Tolerance() const {
-    return GetParam().kv_dtype == DType::kF32 ? kToleranceF32 : kTolerance;
+    const DType d = GetParam().kv_dtype;
+    return d == DType::kF32 ? kToleranceF32 : kTolerance;
   }
   // One thread: the pool's barrier makes a loaded 2-core machine slow; threading
   // is covered by the tests below and by the demo.
@@ -276,15 +285,15 @@ TEST_P(CachedVsRecompute, AfterASpeculativeCommit) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Patterns, CachedVsRecompute,
-                         ::testing::Values(Pattern{"GlobalOnlyF16", 1, DType::kF16},
-                                           Pattern{"SlidingOnlyF16", 0, DType::kF16},
-                                           Pattern{"MixedF16", 2, DType::kF16},
-                                           Pattern{"MixedF32", 2, DType::kF32},
-                                           Pattern{"MixedBF16", 2, DType::kBF16}),
-                         [](const ::testing::TestParamInfo<Pattern>& p) {
-                           return std::string(p.param.name);
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Patterns, CachedVsRecompute,
+    ::testing::Values(Pattern{"GlobalOnlyF16", 1, DType::kF16},
+                      Pattern{"SlidingOnlyF16", 0, DType::kF16},
+                      Pattern{"MixedF16", 2, DType::kF16}, Pattern{"MixedF32", 2, DType::kF32},
+                      Pattern{"MixedBF16", 2, DType::kBF16}, Pattern{"MixedI8", 2, DType::kI8, 32},
+                      Pattern{"MixedI4", 2, DType::kI4, 32},
+                      Pattern{"GlobalOnlyI8", 1, DType::kI8, 16}),
+    [](const ::testing::TestParamInfo<Pattern>& p) { return std::string(p.param.name); });
 
 // A global layer can rewind anywhere: far beyond the window, where the sliding
 // layers of the mixed model could not.

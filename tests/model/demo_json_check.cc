@@ -4,7 +4,9 @@
 // logits equal to the no-cache recompute within tolerance, or, with --no-check,
 // a check reported as skipped (never as failed) and a zero exit code; and the
 // serving scene: every phase timed, the system prompt's blocks shared (fewer
-// pool bytes than separate copies), every conversation checked.
+// pool bytes than separate copies), every conversation checked; and the K/V
+// dtype: its row bytes worked out here from the layout in dtype.h, its cost
+// against an unrounded f32 recompute, and the serving pools' float dtype.
 // Usage: ringkv_demo_check <path to ringkv_demo> [demo flags...]. Exit 0 = pass.
 #include <sys/wait.h>
 
@@ -121,6 +123,74 @@ void CheckCheck(const json& report, bool skipped, int exit_code) {
          tolerance);
 }
 
+// Bytes of one stored row of n values (kernels/ringkv/kernels/dtype.h), from the
+// dtype's name: the data, then one f32 scale per row (int8) or per 32 (int4).
+double RowBytes(const std::string& dtype, double n) {
+  if (dtype == "f32") return 4 * n;
+  if (dtype == "f16" || dtype == "bf16") return 2 * n;
+  if (dtype == "int8") return n + 4;
+  if (dtype == "int4") return n / 2 + n / 32 * 4;
+  Fail("config.kv_dtype is not a storage dtype: " + dtype);
+  return 0;
+}
+
+std::string KvDtype(const json& report) {
+  const json* dtype = At(report, {"config", "kv_dtype"});
+  return dtype != nullptr && dtype->is_string() ? dtype->get<std::string>() : std::string();
+}
+
+void CheckKvBytes(const json& report) {
+  const std::string dtype = KvDtype(report);
+  const double head_dim = Count(report, {"config", "head_dim"});
+  const double heads = Count(report, {"config", "kv_heads"});
+  const json* stated = At(report, {"cache_bytes", "kv_dtype"});
+  if (stated != nullptr && *stated != dtype) Fail("cache_bytes.kv_dtype: " + stated->dump());
+  const double key = Count(report, {"cache_bytes", "key_row_bytes"});
+  const double value = Count(report, {"cache_bytes", "value_row_bytes"});
+  Expect(key == RowBytes(dtype, head_dim) && value == key, "K and V row bytes of the dtype", key,
+         RowBytes(dtype, head_dim));
+  Expect(Count(report, {"cache_bytes", "bytes_per_token_per_layer"}) == heads * (key + value),
+         "bytes per token per layer = kv_heads x (K row + V row)",
+         Count(report, {"cache_bytes", "bytes_per_token_per_layer"}), heads * (key + value));
+}
+
+void CheckKvCost(const json& report, bool skipped) {
+  const json* cost = At(report, {"kv_cost"});
+  if (cost == nullptr) return;
+  if (skipped) {
+    if (!cost->is_null()) Fail("kv_cost with --no-check must be null: " + cost->dump());
+    return;
+  }
+  if (!cost->is_object()) {
+    Fail("kv_cost is not an object: " + cost->dump());
+    return;
+  }
+  const std::string dtype = KvDtype(report);
+  const json* stated = At(*cost, {"kv_dtype"});
+  if (stated != nullptr && *stated != dtype) Fail("kv_cost.kv_dtype: " + stated->dump());
+  const double positions = Count(*cost, {"positions"});
+  const double max = Number(*cost, {"max_abs_logit_diff"});
+  const double mean = Number(*cost, {"mean_abs_logit_diff"});
+  const double differs = Count(*cost, {"greedy_token_differs"});
+  const double fraction = Number(*cost, {"greedy_token_differs_fraction"});
+  Expect(positions == Count(report, {"check", "positions"}),
+         "kv_cost compares the rows the check compares", positions,
+         Count(report, {"check", "positions"}));
+  Expect(mean >= 0 && mean <= max, "kv_cost: 0 <= mean <= max", mean, max);
+  Expect(differs <= positions && fraction == differs / positions,
+         "kv_cost: greedy fraction = differs / positions", fraction, differs / positions);
+  Expect(Number(*cost, {"recompute_seconds"}) > 0, "kv_cost: the recompute is timed",
+         Number(*cost, {"recompute_seconds"}), 0);
+  if (dtype == "f32") {
+    // No rounding to pay for: the check's recompute is the reference.
+    Expect(max == Number(report, {"check", "max_abs_logit_diff"}),
+           "f32 K/V: the cost is the check's own difference", max,
+           Number(report, {"check", "max_abs_logit_diff"}));
+  } else {
+    Expect(max > 0 && mean > 0, "a rounded K/V dtype moves the logits", max, mean);
+  }
+}
+
 void CheckServing(const json& report, bool skipped) {
   const json* serving = At(report, {"serving"});
   if (serving == nullptr) return;
@@ -145,6 +215,16 @@ void CheckServing(const json& report, bool skipped) {
   Expect(Count(*serving, {"decode", "tokens"}) == conversations * steps,
          "serving: one token per conversation per step", Count(*serving, {"decode", "tokens"}),
          conversations * steps);
+  const std::string dtype = KvDtype(report);
+  const bool quantized = dtype == "int8" || dtype == "int4";
+  const json* pool = At(*serving, {"pool_dtype"});
+  if (pool != nullptr && *pool != (quantized ? std::string("f16") : dtype)) {
+    Fail("serving.pool_dtype for --kv-dtype " + dtype + ": " + pool->dump());
+  }
+  const json* reason = At(*serving, {"pool_dtype_reason"});
+  if (reason != nullptr && quantized != reason->is_string()) {
+    Fail("serving.pool_dtype_reason is a string exactly when the pools differ: " + reason->dump());
+  }
   const double used = Count(*serving, {"pool_bytes", "used"});
   const double separate = Count(*serving, {"pool_bytes", "separate"});
   const double saved = Count(*serving, {"pool_bytes", "saved"});
@@ -269,6 +349,8 @@ int main(int argc, char** argv) {
          sliding_max, sliding_min);
 
   CheckCheck(report, skipped, exit_code);
+  CheckKvBytes(report);
+  CheckKvCost(report, skipped);
   CheckServing(report, skipped);
 
   if (failures == 0) std::fprintf(stderr, "demo report OK\n");

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ringkv/error.h"
@@ -263,6 +264,54 @@ TEST(DemoMemory, EstimateOfASmallRun) {
   const DemoMemory serving = EstimateDemoMemory(o);
   EXPECT_EQ(serving.kv, 2 * (sequence + 4 + 3 * (2 + 5)) * (1 * 4 * 2 * 4));
   EXPECT_EQ(serving.logits, (kept + sequence + 3 * (2 + 1 + 5) + (4 + 2 + 5)) * 10 * 4);
+}
+
+// Every storage dtype by name; int4 needs a head dim of whole groups of 32.
+TEST(DemoOptions, KvDtypeTakesEveryStorageDtype) {
+  const std::vector<std::pair<std::string, DType>> names = {{"f32", DType::kF32},
+                                                            {"f16", DType::kF16},
+                                                            {"bf16", DType::kBF16},
+                                                            {"int8", DType::kI8},
+                                                            {"int4", DType::kI4}};
+  for (const auto& [name, dtype] : names) {
+    EXPECT_EQ(Parse({"--kv-dtype", name, "--head-dim", "32"}).options.model.kv_dtype, dtype)
+        << name;
+  }
+  EXPECT_EQ(Parse({"--kv-dtype=int8", "--head-dim=6"}).options.model.kv_dtype, DType::kI8);
+  const std::string int4 = ParseError({"--kv-dtype", "int4", "--head-dim", "48"});
+  for (const char* piece :
+       {"[ringkv_demo]", "--head-dim 48", "multiple of 32", "--kv-dtype int4"}) {
+    EXPECT_NE(int4.find(piece), std::string::npos) << int4;
+  }
+  // The default head dim (64) holds two groups.
+  EXPECT_EQ(ParseError({"--kv-dtype", "int4"}), "");
+  const std::string unknown = ParseError({"--kv-dtype", "int2"});
+  EXPECT_NE(unknown.find("int2"), std::string::npos) << unknown;
+  EXPECT_NE(DemoHelp().find("f32, f16, bf16, int8 or int4"), std::string::npos);
+}
+
+// K/V bytes per token from RowBytes (scales included); the serving pools store
+// f16 for a quantized dtype.
+TEST(DemoMemory, QuantizedKvCountsRowBytes) {
+  const std::vector<std::string> flags = {
+      "--layers=2",      "--d-model=8",       "--q-heads=2",       "--kv-heads=1",
+      "--head-dim=32",   "--mlp=16",          "--vocab=10",        "--prompt=5",
+      "--decode=2",      "--turn2-prompt=3",  "--turn2-decode=2",  "--draft=3",
+      "--long=6",        "--conversations=3", "--system-prompt=4", "--user-turn=2",
+      "--serve-decode=5"};
+  const std::uint64_t sequence = 5 + 2 + 3 + 2 + 3 + 6, serving = 4 + 3 * (2 + 5);
+  const std::uint64_t f16_pool = 2 * 32 * 2;  // K + V rows of 32 f16 values
+  std::vector<std::string> with = flags;
+  with.push_back("--kv-dtype=int8");
+  // int8: 32 bytes of data + one f32 scale a row.
+  EXPECT_EQ(EstimateDemoMemory(Parse(with).options).kv,
+            2 * (sequence * 2 * (32 + 4) + serving * f16_pool));
+  with.back() = "--kv-dtype=int4";
+  // int4: 16 bytes of nibbles + one scale for the one group of 32.
+  EXPECT_EQ(EstimateDemoMemory(Parse(with).options).kv,
+            2 * (sequence * 2 * (16 + 4) + serving * f16_pool));
+  with.back() = "--kv-dtype=bf16";
+  EXPECT_EQ(EstimateDemoMemory(Parse(with).options).kv, 2 * (sequence + serving) * f16_pool);
 }
 
 TEST(DemoMemory, RunsThatDoNotFitAreRefusedNamingTheFlags) {

@@ -139,5 +139,59 @@ TEST(DemoReport, JsonCarriesTheValues) {
   EXPECT_EQ(j.at("check").at("max_abs_logit_diff").get<double>(), 1.5e-5);
 }
 
+// The K/V dtype's bytes (RowBytes, scales included) and its cost against the
+// unrounded f32 recompute reach both renderings; the serving pools' f16 stand-in
+// for a quantized dtype is stated.
+TEST(DemoReport, QuantizedKvBytesCostAndPools) {
+  DemoReport r = Checked(2e-4);
+  r.config.kv_heads = 2;
+  r.config.head_dim = 64;
+  r.config.kv_dtype = DType::kI8;
+  EXPECT_EQ(r.BytesPerToken(), 2u * 2 * (64 + 4));  // K and V rows of 64 int8 + a scale
+  json j = json::parse(ToJson(r));
+  EXPECT_EQ(j.at("cache_bytes").at("kv_dtype"), "int8");
+  EXPECT_EQ(j.at("cache_bytes").at("key_row_bytes"), 68);
+  EXPECT_EQ(j.at("cache_bytes").at("value_row_bytes"), 68);
+  EXPECT_EQ(j.at("cache_bytes").at("bytes_per_token_per_layer"), 272);
+  EXPECT_TRUE(j.at("kv_cost").is_null());  // not measured
+  EXPECT_NE(ToText(r).find("not measured"), std::string::npos);
+
+  r.kv_cost.ran = true;
+  r.kv_cost.positions = 40;
+  r.kv_cost.max_abs_diff = 0.125;
+  r.kv_cost.mean_abs_diff = 0.015625;
+  r.kv_cost.greedy_differs = 3;
+  r.kv_cost.recompute_seconds = 0.5;
+  r.serving.conversations = 2;
+  r.serving.pool_dtype = DType::kF16;
+  j = json::parse(ToJson(r));
+  const json& cost = j.at("kv_cost");
+  EXPECT_EQ(cost.at("kv_dtype"), "int8");
+  EXPECT_EQ(cost.at("positions"), 40);
+  EXPECT_EQ(cost.at("max_abs_logit_diff").get<double>(), 0.125);
+  EXPECT_EQ(cost.at("mean_abs_logit_diff").get<double>(), 0.015625);
+  EXPECT_EQ(cost.at("greedy_token_differs"), 3);
+  EXPECT_EQ(cost.at("greedy_token_differs_fraction").get<double>(), 3.0 / 40);
+  EXPECT_EQ(j.at("serving").at("pool_dtype"), "f16");
+  EXPECT_TRUE(j.at("serving").at("pool_dtype_reason").is_string());
+  const std::string text = ToText(r);
+  for (const char* piece : {"K/V int8: a row of 64 values takes 68 B", "(0.53x f16)",
+                            "greedy token differs in 3 rows (7.50 %)", "max |diff| 1.25e-01",
+                            "pools store K/V as f16"}) {
+    EXPECT_NE(text.find(piece), std::string::npos) << piece << "\n" << text;
+  }
+
+  // int4: 32 bytes of nibbles and two scales a row of 64.
+  r.config.kv_dtype = DType::kI4;
+  EXPECT_EQ(r.BytesPerToken(), 2u * 2 * (32 + 8));
+  // A float dtype serves from pools of its own dtype, with no reason to give.
+  r.config.kv_dtype = DType::kBF16;
+  r.serving.pool_dtype = DType::kBF16;
+  j = json::parse(ToJson(r));
+  EXPECT_EQ(j.at("cache_bytes").at("bytes_per_token_per_layer"), 2 * 2 * 128);
+  EXPECT_TRUE(j.at("serving").at("pool_dtype_reason").is_null());
+  EXPECT_EQ(ToText(r).find("pools store K/V as"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace ringkv::model::test

@@ -14,6 +14,7 @@
 #include "ringkv/dtype.h"
 #include "ringkv/error.h"
 #include "ringkv/format.h"
+#include "serving_caches.h"
 
 namespace ringkv::model {
 namespace {
@@ -49,8 +50,9 @@ struct Spelled {
 };
 
 DType KvDtype(const std::string& name) {
-  if (name == "bf16") return DType::kBF16;
-  if (name == "f32") return DType::kF32;
+  for (const DType d : {DType::kF32, DType::kBF16, DType::kI8, DType::kI4}) {
+    if (name == DTypeName(d)) return d;
+  }
   return DType::kF16;  // the only other name the flag's check lets through
 }
 
@@ -76,8 +78,11 @@ void AddFlags(CLI::App& app, DemoOptions& o, Spelled& spelled) {
   opt("--vocab", m.vocab, "vocabulary size", model);
   opt("--window", m.window, "sliding-window layers see this many tokens", model);
   opt("--global-every", m.global_every, "every N-th layer is global (1: all, 0: none)", model);
-  opt("--kv-dtype", spelled.kv_dtype, "what the caches store: f16, bf16 or f32", model)
-      ->check(CLI::IsMember({"f16", "bf16", "f32"}));
+  opt("--kv-dtype", spelled.kv_dtype,
+      "what the caches store: f32, f16, bf16, int8 or int4 (int4: --head-dim a multiple of 32; "
+      "the serving scene's pools store f16 for int8 / int4)",
+      model)
+      ->check(CLI::IsMember({"f32", "f16", "bf16", "int8", "int4"}));
   opt("--seed", m.seed, "weights", model)->check(Uint64());
   const char* context = "context";
   opt("--prompt", o.prompt, "turn 1 prompt tokens", context);
@@ -182,6 +187,12 @@ void ValidateDemoOptions(const DemoOptions& o) {
   if (m.head_dim % 2 != 0) {
     throw Error(fmt::format("[ringkv_demo] --head-dim {} must be even (rotary pairs)", m.head_dim));
   }
+  if (m.kv_dtype == DType::kI4 && m.head_dim % kI4Group != 0) {
+    throw Error(fmt::format(
+        "[ringkv_demo] --head-dim {} is not a multiple of {}, which --kv-dtype int4 needs (one "
+        "scale per group of {} values)",
+        m.head_dim, kI4Group, kI4Group));
+  }
   const std::array<std::pair<const char*, int>, 6> tokens = {{{"--prompt", o.prompt},
                                                               {"--decode", o.decode},
                                                               {"--turn2-prompt", o.turn2_prompt},
@@ -213,7 +224,10 @@ void ValidateDemoOptions(const DemoOptions& o) {
 DemoMemory EstimateDemoMemory(const DemoOptions& o) {
   const ModelConfig& m = o.model;
   const std::uint64_t sequence = U(o.SequenceTokens());
-  const std::uint64_t kv_token = U(m.kv_heads) * U(m.head_dim) * 2 * SizeOf(m.kv_dtype);
+  // K + V of one token in one layer, scales included; the serving pools store
+  // f16 for a quantized dtype.
+  const std::uint64_t kv_token = U(m.KvBytesPerToken());
+  const std::uint64_t pool_token = U(m.kv_heads) * 2 * RowBytes(PoolDtype(m.kv_dtype), m.head_dim);
   // Rows kept: the last row of turn 1's, turn 2's and the cold prefill, one per
   // decode step, the verification's row per draft token and the accepted ones.
   const std::uint64_t kept =
@@ -238,7 +252,7 @@ DemoMemory EstimateDemoMemory(const DemoOptions& o) {
   const std::uint64_t q = U(m.q_heads) * U(m.head_dim), kv = U(m.kv_heads) * U(m.head_dim);
   DemoMemory out;
   out.weights = U(m.WeightBytes());
-  out.kv = U(m.layers) * (sequence + serving_tokens) * kv_token;
+  out.kv = U(m.layers) * (sequence * kv_token + serving_tokens * pool_token);
   out.logits = (kept + (o.check ? sequence : 0) + serving_kept) * U(m.vocab) * sizeof(float);
   // Per token: the residual and its norm, q and the attention output, k and v,
   // the MLP's gate and up rows.

@@ -65,8 +65,7 @@ CheckVerdict DemoReport::Verdict() const {
 }
 
 std::size_t DemoReport::BytesPerToken() const {
-  return static_cast<std::size_t>(config.kv_heads) * 2 * static_cast<std::size_t>(config.head_dim) *
-         SizeOf(config.kv_dtype);
+  return static_cast<std::size_t>(config.KvBytesPerToken());
 }
 
 std::size_t DemoReport::SlidingBound() const {
@@ -75,7 +74,12 @@ std::size_t DemoReport::SlidingBound() const {
   const std::int64_t longest =
       std::max({turn1_prefill.tokens, turn2_prefill.tokens, std::int64_t{speculation.drafted}});
   const std::int64_t slots = (config.window + longest + block - 1) / block * block;
-  return static_cast<std::size_t>(sliding) * static_cast<std::size_t>(slots) * BytesPerToken();
+  // A block keeps each quantized row on a 4-byte boundary (docs/caches.md,
+  // "Quantized storage"), so a row may take up to 3 bytes more than RowBytes.
+  const std::size_t row = RowBytes(config.kv_dtype, config.head_dim);
+  const std::size_t stored = IsQuantized(config.kv_dtype) ? (row + 3) / 4 * 4 : row;
+  return static_cast<std::size_t>(sliding) * static_cast<std::size_t>(slots) *
+         static_cast<std::size_t>(config.kv_heads) * 2 * stored;
 }
 
 std::string ToText(const DemoReport& r) {
@@ -137,6 +141,12 @@ std::string ToText(const DemoReport& r) {
                   r.config.window, sliding, Bytes(r.sliding_bytes), Bytes(r.sliding_bytes_min),
                   Bytes(r.sliding_bytes_max), Bytes(r.SlidingBound()),
                   r.sliding_bytes_max <= r.SlidingBound() ? "bounded" : "OVER THE BOUND"));
+  const std::size_t row = RowBytes(r.config.kv_dtype, r.config.head_dim);
+  line(fmt::format(
+      "         K/V {}: a row of {} values takes {} B (scales included), {} per token per layer "
+      "({:.2f}x f16)",
+      r.config.kv_dtype, r.config.head_dim, row, Bytes(r.BytesPerToken()),
+      static_cast<double>(row) / static_cast<double>(RowBytes(DType::kF16, r.config.head_dim))));
   if (r.check.ran) {
     line(fmt::format(
         "check    {} logit rows vs a no-cache recompute of all {} tokens ({}): "
@@ -146,6 +156,16 @@ std::string ToText(const DemoReport& r) {
   } else {
     line("check    skipped (--no-check)");
   }
+  const KvCostReport& cost = r.kv_cost;
+  if (cost.ran) {
+    line(fmt::format(
+        "cost     {} K/V vs a no-cache recompute with f32 K/V, not rounded ({} rows, {}): "
+        "max |diff| {:.2e}, mean |diff| {:.2e}; greedy token differs in {} rows ({:.2f} %)",
+        r.config.kv_dtype, cost.positions, Time(cost.recompute_seconds), cost.max_abs_diff,
+        cost.mean_abs_diff, cost.greedy_differs, 100 * cost.GreedyDiffersFraction()));
+  } else {
+    line("cost     of the K/V dtype not measured (--no-check)");
+  }
   line("");
   const ServingReport& sv = r.serving;
   if (sv.conversations > 0) {
@@ -153,6 +173,12 @@ std::string ToText(const DemoReport& r) {
         "serving  {} conversations sharing a {}-token system prompt: prefilled once in {}, "
         "CopyPrefix'ed to the others (no K/V copied)",
         sv.conversations, sv.system_tokens, Time(sv.system_prefill.total_seconds)));
+    if (sv.pool_dtype != r.config.kv_dtype) {
+      line(
+          fmt::format("         pools store K/V as {}: a CausalCache holds float K/V only, so "
+                      "--kv-dtype {} applies to the single-sequence caches above",
+                      sv.pool_dtype, r.config.kv_dtype));
+    }
     line(fmt::format("         user turns {} x {} tokens in one batch: {}", sv.conversations,
                      sv.user_tokens, Time(sv.user_prefill.total_seconds)));
     line(fmt::format("         decode  {}  ({} steps of {} tokens, one batch each)",
@@ -238,6 +264,13 @@ std::string ToJson(const DemoReport& r) {
         {"system_prompt_tokens", sv.system_tokens},
         {"user_turn_tokens", sv.user_tokens},
         {"steps", sv.steps},
+        {"pool_dtype", fmt::format("{}", sv.pool_dtype)},
+        {"pool_dtype_reason",
+         sv.pool_dtype == c.kv_dtype
+             ? Json(nullptr)
+             : Json(fmt::format("a CausalCache holds float K/V only; --kv-dtype {} applies to "
+                                "the single-sequence caches",
+                                c.kv_dtype))},
         {"system_prefill", JsonPhase(sv.system_prefill)},
         {"user_prefill", JsonPhase(sv.user_prefill)},
         {"decode", JsonPhase(sv.decode)},
@@ -257,10 +290,15 @@ std::string ToJson(const DemoReport& r) {
     }
     out["serving"] = std::move(serving);
   }
-  out["cache_bytes"] = {
-      {"bytes_per_token_per_layer", r.BytesPerToken()}, {"global_layers_total", r.global_bytes},
-      {"sliding_layers_total", r.sliding_bytes},        {"sliding_long_min", r.sliding_bytes_min},
-      {"sliding_long_max", r.sliding_bytes_max},        {"sliding_bound", r.SlidingBound()}};
+  out["cache_bytes"] = {{"kv_dtype", fmt::format("{}", c.kv_dtype)},
+                        {"key_row_bytes", RowBytes(c.kv_dtype, c.head_dim)},
+                        {"value_row_bytes", RowBytes(c.kv_dtype, c.head_dim)},
+                        {"bytes_per_token_per_layer", r.BytesPerToken()},
+                        {"global_layers_total", r.global_bytes},
+                        {"sliding_layers_total", r.sliding_bytes},
+                        {"sliding_long_min", r.sliding_bytes_min},
+                        {"sliding_long_max", r.sliding_bytes_max},
+                        {"sliding_bound", r.SlidingBound()}};
   Json& check = out["check"];
   switch (r.Verdict()) {
     case CheckVerdict::kSkipped:
@@ -278,6 +316,19 @@ std::string ToJson(const DemoReport& r) {
                {"recompute_seconds", r.check.recompute_seconds}};
       break;
     }
+  }
+  const KvCostReport& cost = r.kv_cost;
+  if (cost.ran) {
+    out["kv_cost"] = {{"kv_dtype", fmt::format("{}", c.kv_dtype)},
+                      {"reference", "no-cache recompute with f32 K/V, not rounded"},
+                      {"positions", cost.positions},
+                      {"max_abs_logit_diff", cost.max_abs_diff},
+                      {"mean_abs_logit_diff", cost.mean_abs_diff},
+                      {"greedy_token_differs", cost.greedy_differs},
+                      {"greedy_token_differs_fraction", cost.GreedyDiffersFraction()},
+                      {"recompute_seconds", cost.recompute_seconds}};
+  } else {
+    out["kv_cost"] = nullptr;
   }
   return out.dump(2) + "\n";
 }

@@ -45,6 +45,22 @@ struct CheckReport {
   double recompute_seconds = 0;
 };
 
+// What the K/V dtype costs: the cached run's logit rows against a no-cache
+// recompute with the model's f32 K/V, not rounded (for f32 K/V, the check's own
+// recompute). Measured, not checked: it is the rounding the dtype is for.
+struct KvCostReport {
+  bool ran = false;
+  std::int64_t positions = 0;  // logit rows compared
+  double max_abs_diff = 0;
+  double mean_abs_diff = 0;         // over every logit of every compared row
+  std::int64_t greedy_differs = 0;  // rows whose argmax differs
+  double recompute_seconds = 0;
+
+  double GreedyDiffersFraction() const {
+    return positions > 0 ? static_cast<double>(greedy_differs) / static_cast<double>(positions) : 0;
+  }
+};
+
 // The serving scene: conversations sharing a system prompt, served from
 // multi-sequence caches (serving_scene.h).
 struct ServingReport {
@@ -52,6 +68,9 @@ struct ServingReport {
   int system_tokens = 0;  // prefilled once, then CopyPrefix'ed
   int user_tokens = 0;    // per conversation, all prefilled in one batch
   int steps = 0;          // batched decode steps, one token per conversation
+  // What the pools store: the model's K/V dtype, or f16 for int8 / int4, which a
+  // CausalCache cannot hold (serving_caches.h PoolDtype).
+  DType pool_dtype = DType::kF16;
   ForwardStats system_prefill, user_prefill, decode;
   std::size_t used_bytes = 0;      // both pools' used blocks at the end (shared ones once)
   std::size_t separate_bytes = 0;  // the same tokens with every sequence in blocks of its own
@@ -94,8 +113,9 @@ struct DemoReport {
   ServingReport serving;
 
   CheckReport check;
+  KvCostReport kv_cost;
 
-  // K + V bytes one token takes in one layer.
+  // K + V bytes one token takes in one layer (ModelConfig::KvBytesPerToken).
   std::size_t BytesPerToken() const;
   // What the sliding layers may hold at most: window plus the longest single
   // forward, rounded up to storage blocks.

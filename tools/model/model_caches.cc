@@ -16,18 +16,25 @@ std::vector<LayerKind> Kinds(const ModelConfig& config) {
   return kinds;
 }
 
-// LayerCaches::Interleaved has the same rule, (i + 1) % every == 0; "no global
-// layer" (0 here) is an `every` that no layer reaches.
-int Every(const ModelConfig& config) {
-  return config.global_every == 0 ? config.layers + 1 : config.global_every;
+// The layer pattern of LayerCaches::Interleaved, built here because Interleaved
+// takes float storage dtypes only and the model's may be int8 / int4.
+LayerCaches Build(const ModelConfig& config) {
+  config.Validate();
+  std::vector<LayerCaches::Layer> layers;
+  for (int i = 0; i < config.layers; ++i) {
+    if (config.KindOf(i) == LayerKind::kGlobal) {
+      layers.emplace_back(KVCache(KVCache::kDefaultBlockTokens, config.kv_dtype));
+    } else {
+      layers.emplace_back(
+          RotatingKVCache(config.window, RotatingKVCache::kDefaultBlockTokens, config.kv_dtype));
+    }
+  }
+  return LayerCaches(std::move(layers));
 }
 
 }  // namespace
 
-ModelCaches::ModelCaches(const ModelConfig& config)
-    : ModelCaches(LayerCaches::Interleaved(config.layers, Every(config), config.window,
-                                           KVCache::kDefaultBlockTokens, config.kv_dtype),
-                  Kinds(config)) {}
+ModelCaches::ModelCaches(const ModelConfig& config) : ModelCaches(Build(config), Kinds(config)) {}
 
 ModelCaches::ModelCaches(LayerCaches caches, std::vector<LayerKind> kinds)
     : caches_(std::move(caches)), pointers_(caches_.Caches()), kinds_(std::move(kinds)) {

@@ -32,6 +32,16 @@ void ModelConfig::Validate() const {
   if (head_dim % 2 != 0) {
     throw Error(fmt::format("[ModelConfig] head_dim {} must be even (rotary pairs)", head_dim));
   }
+  if (!IsStorageDType(kv_dtype)) {
+    throw Error(fmt::format("[ModelConfig] kv_dtype {} is not one of f32, f16, bf16, int8, int4",
+                            static_cast<int>(kv_dtype)));
+  }
+  if (kv_dtype == DType::kI4 && head_dim % kI4Group != 0) {
+    throw Error(
+        fmt::format("[ModelConfig] head_dim {} is not a multiple of {}, which kv_dtype "
+                    "int4 needs (scale groups)",
+                    head_dim, kI4Group));
+  }
   if (global_every < 0) {
     throw Error(fmt::format("[ModelConfig] global_every is {}, expected >= 0", global_every));
   }
@@ -57,6 +67,10 @@ std::int64_t ModelConfig::ParameterCount() const {
                      kv = std::int64_t{kv_heads} * head_dim, f = mlp_hidden, v = vocab;
   const std::int64_t per_layer = d * q + 2 * d * kv + q * d + 3 * d * f + 2 * d;
   return layers * per_layer + 2 * v * d + d;
+}
+
+std::int64_t ModelConfig::KvBytesPerToken() const {
+  return std::int64_t{kv_heads} * 2 * static_cast<std::int64_t>(RowBytes(kv_dtype, head_dim));
 }
 
 std::string ModelConfig::Describe() const {

@@ -39,7 +39,8 @@ struct ModelConfig {
   // Layer i is global when (i + 1) % global_every == 0 (4: layers 3, 7, ...);
   // 1 makes every layer global, 0 none.
   int global_every = 4;
-  DType kv_dtype = DType::kF16;  // what the caches store
+  // What the caches store: f32, f16, bf16, int8 or int4 (int4: head_dim % 32 == 0).
+  DType kv_dtype = DType::kF16;
   float rope_theta = 10000.0f;
   float norm_eps = 1e-6f;
   std::uint64_t seed = 1;  // weights
@@ -51,6 +52,9 @@ struct ModelConfig {
   std::int64_t ParameterCount() const;
   // The f32 weights' bytes: 4 * ParameterCount().
   std::int64_t WeightBytes() const { return 4 * ParameterCount(); }
+  // Bytes one token's K + V take in one layer's storage: kv_heads rows of each,
+  // scales included (RowBytes).
+  std::int64_t KvBytesPerToken() const;
   // "8 layers (2 global, 6 sliding w=128), d_model 512, ..." for reports.
   std::string Describe() const;
 };

@@ -3,13 +3,15 @@
 #include <chrono>
 
 #include "attention_call.h"
+#include "ringkv/tensor_ops.h"
 
 namespace ringkv::model {
 namespace {
 
 class FullSequenceBackend final : public AttentionBackend {
  public:
-  explicit FullSequenceBackend(const ModelConfig& config) : config_(config) {}
+  FullSequenceBackend(const ModelConfig& config, DType kv_rounding)
+      : config_(config), kv_rounding_(kv_rounding) {}
 
   std::int64_t StartPosition() const override { return 0; }
 
@@ -18,8 +20,8 @@ class FullSequenceBackend final : public AttentionBackend {
     const AttentionMask mask = config_.KindOf(layer) == LayerKind::kGlobal
                                    ? AttentionMask::Causal()
                                    : AttentionMask::SlidingWindow(config_.window);
-    // Rounded to the K/V dtype as the caches store them, so both see the same keys.
-    const Tensor keys = k.AsType(config_.kv_dtype), values = v.AsType(config_.kv_dtype);
+    // Rounded as the caches store them, so both see the same keys.
+    const Tensor keys = AsStored(k, kv_rounding_), values = AsStored(v, kv_rounding_);
     const auto start = std::chrono::steady_clock::now();
     AttendFull(q, keys, values, mask, scale, ctx, out);
     stats.sdpa_seconds +=
@@ -28,13 +30,19 @@ class FullSequenceBackend final : public AttentionBackend {
 
  private:
   const ModelConfig& config_;
+  DType kv_rounding_;
 };
 
 }  // namespace
 
 std::vector<float> RecomputeLogits(const TinyTransformer& model, std::span<const int> tokens,
                                    Context& ctx, ForwardStats* stats) {
-  FullSequenceBackend backend(model.Config());
+  return RecomputeLogits(model, tokens, ctx, model.Config().kv_dtype, stats);
+}
+
+std::vector<float> RecomputeLogits(const TinyTransformer& model, std::span<const int> tokens,
+                                   Context& ctx, DType kv_rounding, ForwardStats* stats) {
+  FullSequenceBackend backend(model.Config(), kv_rounding);
   return model.Run(tokens, backend, ctx, LogitRows::kAll, stats);
 }
 

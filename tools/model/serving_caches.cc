@@ -21,7 +21,7 @@ std::unique_ptr<CausalCache> MakePool(const ModelConfig& config, const ServingCa
   c.kv_heads = config.kv_heads;
   c.key_dim = config.head_dim;
   c.value_dim = config.head_dim;
-  c.dtype = config.kv_dtype;
+  c.dtype = PoolDtype(config.kv_dtype);
   c.capacity_tokens = o.capacity_tokens;
   c.block_tokens = o.block_tokens;
   c.max_sequences = o.max_sequences;
@@ -54,6 +54,8 @@ std::size_t UsedBytesOf(const CausalCache* pool) {
 }
 
 }  // namespace
+
+DType PoolDtype(DType kv_dtype) noexcept { return IsQuantized(kv_dtype) ? DType::kF16 : kv_dtype; }
 
 ServingCaches::ServingCaches(const ModelConfig& config, const ServingCachesOptions& options)
     : config_(config),

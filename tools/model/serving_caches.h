@@ -20,6 +20,11 @@
 
 namespace ringkv::model {
 
+// The dtype the pools store for a model K/V dtype: a CausalCache holds float K/V
+// only, so a quantized one (int8 / int4) is served from f16 pools; the float
+// dtypes as they are.
+DType PoolDtype(DType kv_dtype) noexcept;
+
 struct ServingCachesOptions {
   int max_sequences = 1;
   std::int64_t capacity_tokens = 0;  // per pool

@@ -67,6 +67,7 @@ ServingReport RunServingScene(const TinyTransformer& model, const ServingScene& 
   r.system_tokens = system;
   r.user_tokens = gsl::narrow<int>(user);
   r.steps = scene.steps;
+  r.pool_dtype = PoolDtype(model.Config().kv_dtype);
   ServingCaches caches(model.Config(), PoolsFor(scene));
   std::vector<Conversation> conv(n);
 
@@ -125,7 +126,7 @@ ServingReport RunServingScene(const TinyTransformer& model, const ServingScene& 
   if (!scene.check) return r;
   const auto start = std::chrono::steady_clock::now();
   for (const Conversation& c : conv) {
-    const std::vector<float> reference = RecomputeLogits(model, c.tokens, ctx);
+    const std::vector<float> reference = RecomputeLogits(model, c.tokens, ctx, r.pool_dtype);
     float worst = 0;
     const std::size_t count = c.rows.size() / vocab;
     for (std::size_t i = 0; i < count; ++i) {

@@ -33,8 +33,16 @@ ByteRange RangeOf(const void* data, DType dtype, std::span<const std::int64_t> s
   std::int64_t lo = 0, hi = 0;
   for (std::size_t axis = 0; axis < shape.size(); ++axis) {
     if (shape[axis] == 0) return {};
+    if (IsQuantized(dtype) && axis + 1 == shape.size()) break;
     const std::int64_t reach = (shape[axis] - 1) * strides[axis];
     (reach < 0 ? lo : hi) += reach;
+  }
+  if (IsQuantized(dtype) && !shape.empty()) {
+    // Strides count bytes and a row of the last axis takes RowBytes (its scales
+    // included), not one byte per value: an int4 row of 64 is 40 bytes.
+    const auto base = reinterpret_cast<std::uintptr_t>(data);
+    return {base - static_cast<std::uintptr_t>(-lo),
+            base + static_cast<std::uintptr_t>(hi) + RowBytes(dtype, shape.back())};
   }
   const auto elem = static_cast<std::int64_t>(SizeOf(dtype));
   const auto base = reinterpret_cast<std::uintptr_t>(data);
