@@ -13,14 +13,28 @@
 namespace ringkv::kernels {
 namespace {
 
+// Element i of a row that may sit at any byte address (convert_rows takes rows
+// at byte offsets): memcpy, not a typed access, so a misaligned row is defined.
+template <class T>
+T LoadAt(const void* src, std::size_t i) {
+  T x;
+  __builtin_memcpy(&x, static_cast<const unsigned char*>(src) + i * sizeof(T), sizeof x);
+  return x;
+}
+
+template <class T>
+void StoreAt(void* dst, std::size_t i, T x) {
+  __builtin_memcpy(static_cast<unsigned char*>(dst) + i * sizeof(T), &x, sizeof x);
+}
+
 float LoadAsFloat(DType dtype, const void* src, std::size_t i) {
   switch (dtype) {
     case DType::kF32:
-      return static_cast<const float*>(src)[i];
+      return LoadAt<float>(src, i);
     case DType::kF16:
-      return F16ToF32(static_cast<const std::uint16_t*>(src)[i]);
+      return F16ToF32(LoadAt<std::uint16_t>(src, i));
     case DType::kBF16:
-      return BF16ToF32(static_cast<const std::uint16_t*>(src)[i]);
+      return BF16ToF32(LoadAt<std::uint16_t>(src, i));
     case DType::kI8:
     case DType::kI4:
       break;  // quantized rows are read through their scales, never element-wise
@@ -31,13 +45,13 @@ float LoadAsFloat(DType dtype, const void* src, std::size_t i) {
 void StoreFromFloat(DType dtype, void* dst, std::size_t i, float value) {
   switch (dtype) {
     case DType::kF32:
-      static_cast<float*>(dst)[i] = value;
+      StoreAt<float>(dst, i, value);
       return;
     case DType::kF16:
-      static_cast<std::uint16_t*>(dst)[i] = F32ToF16(value);
+      StoreAt<std::uint16_t>(dst, i, F32ToF16(value));
       return;
     case DType::kBF16:
-      static_cast<std::uint16_t*>(dst)[i] = F32ToBF16(value);
+      StoreAt<std::uint16_t>(dst, i, F32ToBF16(value));
       return;
     case DType::kI8:
     case DType::kI4:
