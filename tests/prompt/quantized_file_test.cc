@@ -219,6 +219,10 @@ TEST_P(QuantizedCacheFile, ANanScaleIsNeverWritten) {
   EXPECT_FALSE(std::filesystem::exists(Path()));
 }
 
+std::int64_t LastGroup(DType dtype, std::int64_t dim) {
+  return dtype == DType::kI4 ? dim / 32 - 1 : 0;
+}
+
 // The bytes of tensor `name`'s scale `group` of row (head, slot) in `f`.
 std::byte* ScaleAt(Edited& f, const std::string& name, DType dtype, std::int64_t dim,
                    std::int64_t head, std::int64_t slot, std::int64_t group) {
@@ -307,7 +311,7 @@ TEST_P(QuantizedCacheFile, CorruptedQuantizedLayersAreRefusedNamingTheValue) {
       Edited f(valid);
       const DType dtype = keys ? spec.storage.keys : spec.storage.values;
       const std::string name = keys ? "l2.keys" : "l2.values";
-      const std::int64_t group = dtype == DType::kI4 ? spec.dim / 32 - 1 : 0;  // the last
+      const std::int64_t group = LastGroup(dtype, spec.dim);
       std::memcpy(ScaleAt(f, name, dtype, spec.dim, 1, 16, group), &bad_scales[b], 4);
       FixChecksum(f, name);
       ExpectRefused(f.Bytes(),
@@ -493,6 +497,40 @@ TEST_P(QuantizedPromptFile, ACorruptedFileLeavesThePromptCacheUnchanged) {
     EXPECT_EQ(what.rfind("[PromptCache::Load] ", 0), 0u) << what;
     expect_unchanged();
   }
+}
+
+// Nodes past the budget are checked without being imported: their scales too.
+TEST_P(QuantizedPromptFile, AScaleInANodeTheBudgetDropsIsCheckedToo) {
+  const QuantSpec& spec = GetParam();
+  const std::vector<PromptNodeInfo> nodes = source_.Nodes();
+  ASSERT_EQ(nodes.size(), 3u);
+  ASSERT_TRUE(nodes[0].pinned);
+  LayerCaches caches = QModel(spec);
+  PromptCache small(caches, Options(nodes[0].bytes));  // room for the pinned node only
+  small.LoadFromMemory(file_);
+  ASSERT_EQ(small.Nodes().size(), 1u);
+  CraftedFile f = CraftedFile::Parse(file_);
+  const std::string name = "n2.l0.keys";
+  const json& entry = f.header[name];
+  const auto slots = entry["shape"][2].get<std::int64_t>();
+  const float inf = std::numeric_limits<float>::infinity();
+  // The last scale of the last row.
+  std::memcpy(f.data.data() + entry["data_offsets"][1].get<std::size_t>() - 4, &inf, 4);
+  f.RecomputeTensorChecksums();
+  try {
+    small.LoadFromMemory(f.Bytes());
+    ADD_FAILURE() << "loaded";
+  } catch (const SnapshotError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(
+        what.find(fmt::format("tensor n2.l0.keys row [0, {}, {}] (kv head {}, slot {}) has {} "
+                              "scale inf in group {}",
+                              kKvHeads - 1, slots - 1, kKvHeads - 1, slots - 1, spec.storage.keys,
+                              LastGroup(spec.storage.keys, spec.dim))),
+        std::string::npos)
+        << what;
+  }
+  ASSERT_EQ(small.Nodes().size(), 1u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, QuantizedPromptFile, ::testing::ValuesIn(kSpecs), SpecName);

@@ -79,11 +79,19 @@ DType ParseQuantizedSide(const json& side, std::int64_t dim, const std::string& 
   return dtype;
 }
 
+// A scale in a file that is NaN, infinite or negative: a corrupted file.
+void BadScaleError(const std::optional<BadScale>& bad, DType dtype, const std::string& tensor) {
+  if (!bad.has_value()) return;
+  Bad("tensor {} row [0, {}, {}] (kv head {}, slot {}) has {} scale {} in group {}, not a "
+      "finite value >= 0 (corrupted)",
+      tensor, bad->head, bad->slot, bad->head, bad->slot, dtype, bad->value, bad->group);
+}
+
 // A scale the loader would refuse (a cache stores NaN for a row or group that
 // held NaN or Inf, dtype.h) is never written.
 void CheckScalesToWrite(std::span<const std::byte> rows, DType dtype, std::int64_t dim,
-                        std::int64_t heads, const std::string& tensor, const char* function) {
-  if (const std::optional<BadScale> bad = FirstBadScale(rows, dtype, dim, heads)) {
+                        std::int64_t slots, const std::string& tensor, const char* function) {
+  if (const std::optional<BadScale> bad = FirstBadScale(rows, dtype, dim, slots)) {
     throw Error(fmt::format(
         "[{}] tensor {} row [0, {}, {}] (kv head {}, slot {}) has {} scale {} in group {}: the "
         "cache was given NaN or Inf there, and files hold only finite scales >= 0; nothing was "
@@ -160,8 +168,8 @@ json EncodeLayer(const Snapshot& snapshot, const std::string& prefix, TensorWrit
   if (const std::optional<KvLayout> layout = LayoutOf(&snapshot);
       layout.has_value() && layout->Quantized()) {
     StoredLayer data = ExportStoredRows(snapshot);
-    CheckScalesToWrite(data.keys, layout->key_dtype, layout->k_dim, layout->heads, keys, function);
-    CheckScalesToWrite(data.values, layout->value_dtype, layout->v_dim, layout->heads, values,
+    CheckScalesToWrite(data.keys, layout->key_dtype, layout->k_dim, data.slots, keys, function);
+    CheckScalesToWrite(data.values, layout->value_dtype, layout->v_dim, data.slots, values,
                        function);
     const auto shape = [&](DType dtype, std::int64_t dim) {
       return std::array<std::int64_t, 4>{1, layout->heads, data.slots,
@@ -219,10 +227,12 @@ std::unique_ptr<Snapshot> ImportLayer(const LayerRecord& record, int window,
     layer.slots = record.slots;
     layer.keys = ReadBytes(source, data_offset, *record.keys);
     layer.values = ReadBytes(source, data_offset, *record.values);
-    CheckScalesRead(layer.keys, record.layout.key_dtype, record.layout.k_dim, record.layout.heads,
-                    record.keys->first);
-    CheckScalesRead(layer.values, record.layout.value_dtype, record.layout.v_dim,
-                    record.layout.heads, record.values->first);
+    BadScaleError(
+        FirstBadScale(layer.keys, record.layout.key_dtype, record.layout.k_dim, record.slots),
+        record.layout.key_dtype, record.keys->first);
+    BadScaleError(
+        FirstBadScale(layer.values, record.layout.value_dtype, record.layout.v_dim, record.slots),
+        record.layout.value_dtype, record.values->first);
     // Everything ImportSnapshot checks was checked from the header (CheckImportable).
     return ImportStoredRows(layer, window, block_tokens);
   }
@@ -240,13 +250,23 @@ std::unique_ptr<Snapshot> ImportLayer(const LayerRecord& record, int window,
   }
 }
 
-void CheckScalesRead(std::span<const std::byte> rows, DType dtype, std::int64_t dim,
-                     std::int64_t heads, const std::string& tensor) {
-  if (const std::optional<BadScale> bad = FirstBadScale(rows, dtype, dim, heads)) {
-    Bad("tensor {} row [0, {}, {}] (kv head {}, slot {}) has {} scale {} in group {}, not a "
-        "finite value >= 0 (corrupted)",
-        tensor, bad->head, bad->slot, bad->head, bad->slot, dtype, bad->value, bad->group);
-  }
+void VerifyLayer(const LayerRecord& record, const ByteSource& source, std::uint64_t data_offset) {
+  const auto verify = [&](const TensorTable::value_type& tensor, DType dtype, std::int64_t dim) {
+    if (!IsQuantized(dtype)) {
+      VerifyTensor(source, data_offset, tensor);
+      return;
+    }
+    std::optional<BadScale> bad;
+    VerifyTensor(source, data_offset, tensor,
+                 [&](std::int64_t first_row, std::span<const std::byte> rows) {
+                   if (!bad.has_value())
+                     bad = FirstBadScale(rows, dtype, dim, record.slots, first_row);
+                 });
+    // After the checksum, as ImportLayer reports them.
+    BadScaleError(bad, dtype, tensor.first);
+  };
+  verify(*record.keys, record.layout.key_dtype, record.layout.k_dim);
+  verify(*record.values, record.layout.value_dtype, record.layout.v_dim);
 }
 
 }  // namespace ringkv::detail

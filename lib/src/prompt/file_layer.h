@@ -56,9 +56,8 @@ void ParseLayerTensors(const json& layer, const std::optional<KvLayout>& layout,
 std::unique_ptr<Snapshot> ImportLayer(const LayerRecord& record, int window,
                                       std::int64_t block_tokens, const ByteSource& source,
                                       std::uint64_t data_offset, const std::string& where);
-// FileFormatError naming `tensor`, the row and the value unless every scale of
-// the stored rows [Hkv, slots, RowBytes(dtype, dim)] is finite and >= 0.
-void CheckScalesRead(std::span<const std::byte> rows, DType dtype, std::int64_t dim,
-                     std::int64_t heads, const std::string& tensor);
+// Only checks a layer's tensors, reading in bounded chunks (a node the budget
+// drops): their checksums and, quantized, their scales.
+void VerifyLayer(const LayerRecord& record, const ByteSource& source, std::uint64_t data_offset);
 
 }  // namespace ringkv::detail

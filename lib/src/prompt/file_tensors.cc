@@ -189,16 +189,21 @@ std::vector<std::byte> ReadBytes(const ByteSource& source, std::uint64_t data_of
 }
 
 void VerifyTensor(const ByteSource& source, std::uint64_t data_offset,
-                  const TensorTable::value_type& tensor) {
+                  const TensorTable::value_type& tensor, const RowVisitor& rows) {
   const TensorEntry& e = tensor.second;
   XXH3_state_t state;
   XXH3_64bits_reset(&state);
-  std::vector<std::byte> chunk(
-      static_cast<std::size_t>(std::min<std::uint64_t>(e.Bytes(), 1 << 20)));
+  // Whole rows per chunk (about 1 MiB, at least one row); the size was checked
+  // against the file, so a row never outgrows it.
+  const auto row = static_cast<std::uint64_t>(e.shape[3]) * (e.u8 ? 1 : SizeOf(e.dtype));
+  std::vector<std::byte> chunk(static_cast<std::size_t>(
+      std::min<std::uint64_t>(e.Bytes(), std::max<std::uint64_t>(1, (1 << 20) / row) * row)));
   for (std::uint64_t at = 0; at < e.Bytes(); at += chunk.size()) {
     const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(chunk.size(), e.Bytes() - at));
     source.Read(data_offset + e.begin + at, std::span<std::byte>(chunk.data(), n));
     XXH3_64bits_update(&state, chunk.data(), n);
+    if (rows)
+      rows(static_cast<std::int64_t>(at / row), std::span<const std::byte>(chunk.data(), n));
   }
   Check(tensor, XXH3_64bits_digest(&state));
 }

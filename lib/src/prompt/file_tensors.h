@@ -12,6 +12,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <span>
 #include <string>
@@ -79,7 +80,10 @@ Tensor ReadTensor(const ByteSource& source, std::uint64_t data_offset,
 std::vector<std::byte> ReadBytes(const ByteSource& source, std::uint64_t data_offset,
                                  const TensorTable::value_type& tensor);
 // Only the checksum, reading in bounded chunks (nothing the size of the tensor).
+// `rows`, when set, sees every chunk as it is read: whole rows of the last dim
+// (U8: whole stored rows), from row `first_row` of the tensor's rows.
+using RowVisitor = std::function<void(std::int64_t first_row, std::span<const std::byte> rows)>;
 void VerifyTensor(const ByteSource& source, std::uint64_t data_offset,
-                  const TensorTable::value_type& tensor);
+                  const TensorTable::value_type& tensor, const RowVisitor& rows = {});
 
 }  // namespace ringkv::detail

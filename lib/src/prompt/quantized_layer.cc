@@ -52,13 +52,13 @@ std::vector<std::byte> PackStoredRows(const BlockStore& store, bool keys) {
 }
 
 std::optional<BadScale> FirstBadScale(std::span<const std::byte> rows, DType dtype,
-                                      std::int64_t dim, std::int64_t heads) {
-  Expects(IsQuantized(dtype));
+                                      std::int64_t dim, std::int64_t slots,
+                                      std::int64_t first_row) {
+  Expects(IsQuantized(dtype) && slots >= 1);
   const std::size_t row_bytes = RowBytes(dtype, dim);
   const std::int64_t groups = dtype == DType::kI8 ? 1 : dim / kI4Group;
   const std::size_t data_bytes = row_bytes - static_cast<std::size_t>(groups) * 4;
-  Expects(rows.size() % (row_bytes * static_cast<std::size_t>(heads)) == 0);
-  const auto slots = static_cast<std::int64_t>(rows.size() / row_bytes) / heads;
+  Expects(rows.size() % row_bytes == 0);
   for (std::size_t i = 0; i * row_bytes < rows.size(); ++i) {
     const std::byte* scales = rows.data() + i * row_bytes + data_bytes;
     for (std::int64_t g = 0; g < groups; ++g) {
@@ -66,7 +66,7 @@ std::optional<BadScale> FirstBadScale(std::span<const std::byte> rows, DType dty
       std::memcpy(&value, scales + g * 4, sizeof value);  // unaligned, little-endian host
       // !(value >= 0) also catches NaN; -0.0 compares equal to 0 and is kept.
       if (!(value >= 0) || std::isinf(value)) {
-        const auto row = static_cast<std::int64_t>(i);
+        const std::int64_t row = first_row + static_cast<std::int64_t>(i);
         return BadScale{row / slots, row % slots, g, value};
       }
     }

@@ -22,8 +22,9 @@ namespace ringkv::detail {
 // [Hkv, slots, RowBytes(dtype, dim)] without the blocks' carrier padding.
 std::vector<std::byte> PackStoredRows(const BlockStore& store, bool keys);
 
-// The first scale of `rows` ([Hkv, slots, RowBytes(dtype, dim)]) that is NaN,
-// infinite or negative: where it is and what it holds.
+// The first scale of `rows` (rows [first_row, ...) of stored rows [Hkv, slots,
+// RowBytes(dtype, dim)], whole rows) that is NaN, infinite or negative: where
+// it is and what it holds.
 struct BadScale {
   std::int64_t head = 0;
   std::int64_t slot = 0;
@@ -31,7 +32,8 @@ struct BadScale {
   float value = 0;
 };
 std::optional<BadScale> FirstBadScale(std::span<const std::byte> rows, DType dtype,
-                                      std::int64_t dim, std::int64_t heads);
+                                      std::int64_t dim, std::int64_t slots,
+                                      std::int64_t first_row = 0);
 
 // One layer's snapshot as stored rows: what ExportStoredRows copies out and
 // ImportStoredRows rebuilds.
