@@ -499,6 +499,35 @@ TEST_P(QuantizedPromptFile, ACorruptedFileLeavesThePromptCacheUnchanged) {
   }
 }
 
+// As SaveCaches: a trie snapshot holding a NaN scale is refused, nothing written.
+TEST_P(QuantizedPromptFile, ANanScaleIsNeverWritten) {
+  const QuantSpec& spec = GetParam();
+  LayerCaches caches = QModel(spec);
+  PromptCache pc(caches, Options(std::size_t{1} << 30));
+  const std::vector<int> tokens = Seq(1, 5);
+  pc.Prefill(tokens, pc.Lookup(tokens), [&](std::span<const int> chunk) {
+    const auto n = static_cast<std::int64_t>(chunk.size());
+    std::vector<float> kv(static_cast<std::size_t>(kKvHeads * n * spec.dim), 0.5f);
+    kv[0] = std::numeric_limits<float>::quiet_NaN();  // head 0, the chunk's first slot
+    const Tensor t = Tensor::FromVector(kv, {1, kKvHeads, n, spec.dim});
+    for (std::size_t l = 0; l < caches.Size(); ++l) caches[l].Update(t, t);
+  });
+  pc.Commit(tokens);
+  const std::string path = (scratch_.Path() / "nan.safetensors").string();
+  try {
+    pc.Save(path);
+    ADD_FAILURE() << "saved";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("[PromptCache::Save] tensor n0.l0.keys row [0, 0, 0] (kv head 0, slot 0) "
+                        "has"),
+              std::string::npos)
+        << what;
+    EXPECT_NE(what.find("scale nan in group 0"), std::string::npos) << what;
+  }
+  EXPECT_FALSE(std::filesystem::exists(path));
+}
+
 // Nodes past the budget are checked without being imported: their scales too.
 TEST_P(QuantizedPromptFile, AScaleInANodeTheBudgetDropsIsCheckedToo) {
   const QuantSpec& spec = GetParam();
