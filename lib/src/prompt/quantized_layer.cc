@@ -1,6 +1,5 @@
 #include "quantized_layer.h"
 
-#include <bit>
 #include <cmath>
 #include <cstring>
 #include <gsl/assert>
