@@ -15,6 +15,13 @@
 namespace ringkv::fuzz {
 
 inline LayerCaches FuzzCaches() { return LayerCaches::Interleaved(2, 2, 4, 4); }
+// The same layers storing K/V quantized (the seeds of quantized files).
+inline LayerCaches FuzzCaches(KvStorage storage) {
+  std::vector<LayerCaches::Layer> layers;
+  layers.emplace_back(RotatingKVCache(4, 4, storage));
+  layers.emplace_back(KVCache(4, storage));
+  return LayerCaches(std::move(layers));
+}
 
 inline PromptCacheOptions FuzzOptions() {
   PromptCacheOptions o;
@@ -23,17 +30,17 @@ inline PromptCacheOptions FuzzOptions() {
   return o;
 }
 
-// One forward chunk of K/V derived from the tokens and positions.
-inline void Feed(LayerCaches& caches, std::span<const int> tokens) {
+// One forward chunk of K/V derived from the tokens and positions (head dim 2,
+// or `dim`: int4 rows need 32 values).
+inline void Feed(LayerCaches& caches, std::span<const int> tokens, std::int64_t dim = 2) {
   const auto n = static_cast<std::int64_t>(tokens.size());
   std::vector<float> kv;
   for (std::int64_t i = 0; i < n; ++i) {
     const float code = static_cast<float>(caches[0].Offset() + i) * 100.0f +
                        static_cast<float>(tokens[static_cast<std::size_t>(i)]);
-    kv.push_back(code);
-    kv.push_back(-code);
+    for (std::int64_t d = 0; d < dim; ++d) kv.push_back(d % 2 == 0 ? code : -code);
   }
-  const Tensor t = Tensor::FromVector(kv, {1, 1, n, 2});
+  const Tensor t = Tensor::FromVector(kv, {1, 1, n, dim});
   for (std::size_t l = 0; l < caches.Size(); ++l) caches[l].Update(t, t);
 }
 

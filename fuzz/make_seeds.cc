@@ -169,6 +169,25 @@ int main(int argc, char** argv) {
     ringkv::fuzz::Feed(c, std::vector<int>{8, 9, 10, 11, 12});
     ringkv::SaveCaches(dir + "/caches_prefill.safetensors", c);
   }
+  // Quantized layers (stored rows as U8 tensors, docs/cache_file.md): int8 K/V
+  // of the fuzz model in a wrapped ring, and int8 keys with int4 values (rows of
+  // 32 values) in both file formats.
+  {
+    ringkv::LayerCaches c = ringkv::fuzz::FuzzCaches(ringkv::KvStorage::Same(ringkv::DType::kI8));
+    ringkv::fuzz::Feed(c, std::vector<int>{1, 2, 3});
+    for (int t = 4; t <= 7; ++t) ringkv::fuzz::Feed(c, std::vector<int>{t});
+    ringkv::SaveCaches(dir + "/caches_int8_wrapped.safetensors", c, std::vector<int>{1, 2});
+    ringkv::LayerCaches mixed =
+        ringkv::fuzz::FuzzCaches(ringkv::KvStorage{ringkv::DType::kI8, ringkv::DType::kI4});
+    ringkv::fuzz::Feed(mixed, std::vector<int>{1, 2, 3, 4, 5}, 32);
+    ringkv::SaveCaches(dir + "/caches_int8_int4.safetensors", mixed);
+    ringkv::LayerCaches p_caches =
+        ringkv::fuzz::FuzzCaches(ringkv::KvStorage::Same(ringkv::DType::kI8));
+    ringkv::PromptCache p(p_caches, ringkv::fuzz::FuzzOptions());
+    Serve(p, p_caches, {1, 2, 3, 4, 5, 6});
+    Serve(p, p_caches, {1, 2, 3, 9});
+    p.Save(dir + "/prompt_int8.safetensors");
+  }
   // Sequence files: a short sequence and one that has slid past the window.
   {
     ringkv::CausalCache sliding(ringkv::fuzz::FuzzSequenceOptions(2, 8));

@@ -25,6 +25,7 @@ target_sources(ringkv_core PRIVATE
   src/prompt/prompt_file_write.cc
   src/prompt/prompt_restore.cc
   src/prompt/prompt_trie.cc
+  src/prompt/quantized_layer.cc
   src/prompt/sequence_file_read.cc
   src/prompt/sequence_file_write.cc
   src/prompt/sequence_prompt_cache.cc

@@ -79,6 +79,39 @@ class CacheFileTest : public ::testing::Test {
   Context ctx_;
 };
 
+// A caches file taken apart, edited and put back together with a valid
+// metadata checksum (recomputed independently: XXH3 over each entry's key and
+// value, each prefixed by its length), so the loader gets past that check.
+struct Edited {
+  nlohmann::json header;
+  nlohmann::json caches;
+  std::vector<std::byte> data;
+
+  explicit Edited(const std::vector<std::byte>& file) {
+    const std::uint64_t n = CraftedFile::LengthField(file);
+    const auto* text = reinterpret_cast<const char*>(file.data() + 8);
+    header = nlohmann::json::parse(text, text + n);
+    caches = nlohmann::json::parse(header["__metadata__"]["caches"].get<std::string>());
+    data.assign(file.begin() + static_cast<long>(8 + n), file.end());
+  }
+
+  nlohmann::json& Meta() { return header["__metadata__"]; }
+
+  std::vector<std::byte> Bytes(bool fix_checksum = true) {
+    Meta()["caches"] = caches.dump();
+    if (fix_checksum) {
+      std::string joined;
+      for (const auto& [key, value] : Meta().items()) {
+        if (key == "metadata_checksum") continue;
+        const std::string& v = value.get_ref<const std::string&>();
+        joined += std::to_string(key.size()) + ":" + key + std::to_string(v.size()) + ":" + v;
+      }
+      Meta()["metadata_checksum"] = CraftedFile::Hex(XXH3_64bits(joined.data(), joined.size()));
+    }
+    return CraftedFile::Assemble(header.dump(), data);
+  }
+};
+
 // The whole message, for a refused file.
 inline std::string Refusal(const std::vector<std::byte>& file) {
   try {

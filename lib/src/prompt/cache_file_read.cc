@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <climits>
+#include <type_traits>
 
 #include "caches_format.h"
 #include "file_frame.h"
@@ -23,12 +24,33 @@ using detail::json;
 struct LayerPlan {
   int window = 0;  // 0: a KVCache
   std::int64_t block_tokens = 0;
-  std::optional<DType> storage_dtype;  // the cache's, not the stored K/V's
-  detail::LayerRecord state;           // present when the caches hold tokens
+  std::optional<KvStorage> storage;  // the cache's, not the stored K/V's
+  detail::LayerRecord state;         // present when the caches hold tokens
 };
 
 constexpr std::string_view kOwnKeys[] = {"format", "version",   "caches",
                                          "tokens", "checksums", "metadata_checksum"};
+
+DType QuantizedName(const json& storage, const char* key, const std::string& where) {
+  const std::string name = detail::String(storage, key, where);
+  if (name == "int8") return DType::kI8;
+  if (name == "int4") return DType::kI4;
+  Bad("{}.{} is {}, not int8 or int4", where, key, detail::Describe(json(name)));
+}
+
+// storage_dtype: null, a float dtype's safetensors name, or the quantized
+// dtypes of both sides ({"keys": "int8", "values": "int4"}).
+std::optional<KvStorage> ParseStorage(const json& storage, const std::string& layer) {
+  const std::string where = layer + ".storage_dtype";
+  if (storage.is_null()) return std::nullopt;
+  if (storage.is_string()) {
+    return KvStorage::Same(detail::ParseDType(storage.get<std::string>(), where));
+  }
+  if (!storage.is_object()) {
+    Bad("{} is {}, not a string, an object or null", where, detail::Describe(storage));
+  }
+  return KvStorage{QuantizedName(storage, "keys", where), QuantizedName(storage, "values", where)};
+}
 
 LayerPlan ParseLayer(const json& layer, int offset, const std::string& where,
                      detail::TensorTable& tensors, std::uint64_t& slack) {
@@ -41,20 +63,18 @@ LayerPlan ParseLayer(const json& layer, int offset, const std::string& where,
   if (kind == "sliding")
     plan.window = static_cast<int>(detail::Int(layer, "window", where, 1, INT_MAX));
   plan.block_tokens = detail::Int(layer, "block_tokens", where, 1, INT_MAX);
-  const json& storage_dtype = detail::Field(layer, "storage_dtype", where);
-  if (!storage_dtype.is_null()) {
-    if (!storage_dtype.is_string()) {
-      Bad("{}.storage_dtype is {}, not a string or null", where, detail::Describe(storage_dtype));
-    }
-    plan.storage_dtype =
-        detail::ParseDType(storage_dtype.get<std::string>(), where + ".storage_dtype");
-  }
+  plan.storage = ParseStorage(detail::Field(layer, "storage_dtype", where), where);
   const std::optional<detail::KvLayout> layout =
       detail::ParseLayout(detail::Field(layer, "kv", where), where + ".kv");
-  if (layout.has_value() && plan.storage_dtype.has_value() &&
-      layout->key_dtype != *plan.storage_dtype) {
-    Bad("{}.kv.dtype {} is not the layer's storage_dtype {}", where, layout->key_dtype,
-        *plan.storage_dtype);
+  if (layout.has_value() && plan.storage.has_value() && !IsQuantized(plan.storage->keys) &&
+      (layout->Quantized() || layout->key_dtype != plan.storage->keys)) {
+    Bad("{}.kv.dtype {} is not the layer's storage_dtype {}", where,
+        detail::DtypesName(layout->key_dtype, layout->value_dtype), plan.storage->keys);
+  }
+  if (layout.has_value() && plan.storage.has_value() && IsQuantized(plan.storage->keys) &&
+      (layout->key_dtype != plan.storage->keys || layout->value_dtype != plan.storage->values)) {
+    Bad("{}.kv holds keys as {} and values as {}, the layer's storage_dtype says {} and {}", where,
+        layout->key_dtype, layout->value_dtype, plan.storage->keys, plan.storage->values);
   }
   const json& state = detail::Field(layer, "state", where);
   if (state.is_null() != (offset == 0) || state.is_null() != !layout.has_value()) {
@@ -75,6 +95,21 @@ LayerPlan ParseLayer(const json& layer, int offset, const std::string& where,
       detail::SlackBytes(plan.state.slots, plan.block_tokens, layout->BytesPerToken());
   slack = bytes > UINT64_MAX - slack ? UINT64_MAX : slack + bytes;
   return plan;
+}
+
+// An empty cache of the layer's kind, block size and storage (checked above, so
+// the constructor accepts them).
+template <class Cache>
+Cache MakeCache(const LayerPlan& plan) {
+  const auto make = [&](auto&&... storage) {
+    if constexpr (std::is_same_v<Cache, KVCache>) {
+      return KVCache(plan.block_tokens, storage...);
+    } else {
+      return RotatingKVCache(plan.window, plan.block_tokens, storage...);
+    }
+  };
+  if (plan.storage.has_value()) return make(*plan.storage);
+  return make(std::optional<DType>());
 }
 
 template <class Cache>
@@ -128,11 +163,10 @@ SavedCaches Decode(const detail::ByteSource& source) {
   for (std::size_t l = 0; l < plans.size(); ++l) {
     const LayerPlan& plan = plans[l];
     const std::string where = fmt::format("caches.layers[{}]", l);
-    built.push_back(plan.window == 0 ? Restored(KVCache(plan.block_tokens, plan.storage_dtype),
-                                                plan, offset, source, file.data_offset, where)
-                                     : Restored(RotatingKVCache(plan.window, plan.block_tokens,
-                                                                plan.storage_dtype),
-                                                plan, offset, source, file.data_offset, where));
+    built.push_back(plan.window == 0 ? Restored(MakeCache<KVCache>(plan), plan, offset, source,
+                                                file.data_offset, where)
+                                     : Restored(MakeCache<RotatingKVCache>(plan), plan, offset,
+                                                source, file.data_offset, where));
   }
   return SavedCaches{LayerCaches(std::move(built)), std::move(tokens), std::move(user)};
 }

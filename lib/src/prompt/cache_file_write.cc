@@ -28,40 +28,37 @@ int CheckedOffset(const LayerCaches& caches) {
   return offsets.empty() ? 0 : offsets.front();
 }
 
+// The cache's storage dtypes: a float one by its safetensors name (as files
+// before quantized layers), quantized ones per side as {"keys": "int8",
+// "values": "int4"}, or null when the cache takes its inputs' dtype.
+detail::json StorageJson(const std::optional<KvStorage>& storage) {
+  if (!storage.has_value()) return detail::json(nullptr);
+  if (!IsQuantized(storage->keys)) return detail::json(detail::SafetensorsDType(storage->keys));
+  return detail::json{{"keys", DTypeName(storage->keys)}, {"values", DTypeName(storage->values)}};
+}
+
 // A layer's kind, block size, layout and state; its K/V go to `writer`.
 detail::json LayerJson(const AttentionCache& cache, std::size_t l, detail::TensorWriter& writer,
                        std::uint64_t& slack) {
   detail::json layer;
   std::int64_t block_tokens = 0;
-  std::optional<DType> storage_dtype;
   if (const auto* ring = dynamic_cast<const RotatingKVCache*>(&cache)) {
     block_tokens = ring->BlockTokens();
-    storage_dtype = ring->StorageDtype();
     layer = {{"kind", "sliding"}, {"window", ring->MaxSize()}};
   } else {
-    const auto& full = dynamic_cast<const KVCache&>(cache);
-    block_tokens = full.BlockTokens();
-    storage_dtype = full.StorageDtype();
+    block_tokens = dynamic_cast<const KVCache&>(cache).BlockTokens();
     layer = {{"kind", "global"}};
   }
-  if (const std::optional<KvStorage> storage = cache.Storage();
-      storage.has_value() && (IsQuantized(storage->keys) || IsQuantized(storage->values))) {
-    throw Error(fmt::format(
-        "[{}] layer {} stores keys as {} and values as {}: cache files do not hold quantized "
-        "(int8 / int4) layers yet (docs/cache_file.md); nothing was written",
-        kFn, l, storage->keys, storage->values));
-  }
   layer["block_tokens"] = block_tokens;
-  layer["storage_dtype"] = storage_dtype.has_value()
-                               ? detail::json(detail::SafetensorsDType(*storage_dtype))
-                               : detail::json(nullptr);
+  layer["storage_dtype"] = StorageJson(cache.Storage());
   const std::unique_ptr<Snapshot> state = cache.Snapshot(0);
   const std::optional<detail::KvLayout> layout = detail::LayoutOf(state.get());
   layer["kv"] = detail::LayoutJson(layout);
-  layer["state"] = state == nullptr ? detail::json(nullptr)
-                                    : detail::EncodeLayer(*state, fmt::format("l{}", l), writer);
+  const std::string prefix = fmt::format("l{}", l);
+  layer["state"] =
+      state == nullptr ? detail::json(nullptr) : detail::EncodeLayer(*state, prefix, writer, kFn);
   if (layout.has_value()) {
-    const std::int64_t slots = writer.tensors.back().Dim(2);
+    const auto slots = writer.entries[prefix + ".keys"]["shape"][2].get<std::int64_t>();
     const std::uint64_t bytes = detail::SlackBytes(slots, block_tokens, layout->BytesPerToken());
     slack = bytes > UINT64_MAX - slack ? UINT64_MAX : slack + bytes;
   }

@@ -81,11 +81,9 @@ std::string TextsChecksum(std::span<const std::string_view> texts) {
 }
 
 void WriteTensorFile(const std::string& path, std::span<const std::byte> header,
-                     std::span<const Tensor> tensors, const char* function) {
+                     std::span<const TensorBytes> tensors, const char* function) {
   std::vector<std::span<const std::byte>> parts = {header};
-  for (const Tensor& t : tensors) {
-    parts.emplace_back(static_cast<const std::byte*>(t.Data()), t.NumBytes());
-  }
+  for (const TensorBytes& t : tensors) parts.push_back(t.Bytes());
   WriteFileAtomically(path, parts, function);
 }
 

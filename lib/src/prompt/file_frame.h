@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "file_source.h"
+#include "file_tensors.h"
 #include "json_fields.h"
 #include "ringkv/tensor.h"
 
@@ -44,6 +45,6 @@ std::string TextsChecksum(std::span<const std::string_view> texts);
 
 // Writes the header and the tensors' bytes, in order, atomically (atomic_file.h).
 void WriteTensorFile(const std::string& path, std::span<const std::byte> header,
-                     std::span<const Tensor> tensors, const char* function);
+                     std::span<const TensorBytes> tensors, const char* function);
 
 }  // namespace ringkv::detail

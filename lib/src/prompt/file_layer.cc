@@ -2,8 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <array>
 #include <climits>
+#include <span>
 
+#include "quantized_layer.h"
 #include "ringkv/error.h"
 #include "ringkv/format.h"
 #include "ringkv/snapshot_data.h"
@@ -11,9 +14,15 @@
 namespace ringkv::detail {
 namespace {
 
+// How a quantized row keeps its scales (dtype.h): little-endian f32, one per
+// group, after the row's data.
+constexpr const char* kQuantizedScales = "f32le_after_data";
+
+// One side (K or V) of the layout: float elements of `dtype`, or (quantized)
+// U8 stored rows of RowBytes(dtype, dim) bytes.
 const TensorTable::value_type* TensorRef(const json& layer, const char* key,
                                          const std::string& where, const KvLayout& layout,
-                                         std::int64_t dim, std::int64_t* slots,
+                                         DType dtype, std::int64_t dim, std::int64_t* slots,
                                          TensorTable& tensors) {
   const std::string name = String(layer, key, where);
   const auto it = tensors.find(name);
@@ -22,14 +31,74 @@ const TensorTable::value_type* TensorRef(const json& layer, const char* key,
   TensorEntry& e = it->second;
   if (e.used) Bad("tensor {} is used twice", name);
   e.used = true;
-  if (e.dtype != layout.key_dtype || e.shape[0] != 1 || e.shape[1] != layout.heads ||
-      e.shape[3] != dim || (*slots >= 0 && e.shape[2] != *slots)) {
-    Bad("tensor {} is {} [{}, {}, {}, {}], expected {} [1, {}, {}, {}]", name, DTypeName(e.dtype),
-        e.shape[0], e.shape[1], e.shape[2], e.shape[3], DTypeName(layout.key_dtype), layout.heads,
-        *slots >= 0 ? fmt::format("{}", *slots) : std::string("slots"), dim);
+  const bool quantized = IsQuantized(dtype);
+  const std::int64_t last = quantized ? static_cast<std::int64_t>(RowBytes(dtype, dim)) : dim;
+  if (e.u8 != quantized || (!quantized && e.dtype != dtype) || e.shape[0] != 1 ||
+      e.shape[1] != layout.heads || e.shape[3] != last || (*slots >= 0 && e.shape[2] != *slots)) {
+    Bad("tensor {} is {} [{}, {}, {}, {}], expected {} [1, {}, {}, {}]{}", name, EntryDTypeName(e),
+        e.shape[0], e.shape[1], e.shape[2], e.shape[3], quantized ? "U8" : DTypeName(dtype),
+        layout.heads, *slots >= 0 ? fmt::format("{}", *slots) : std::string("slots"), last,
+        quantized
+            ? fmt::format(" ({} rows of {} values are {} bytes, scales included)", dtype, dim, last)
+            : std::string());
   }
   *slots = e.shape[2];
   return &*it;
+}
+
+json QuantizedSideJson(DType dtype, std::int64_t dim) {
+  return json{{"dtype", DTypeName(dtype)},
+              {"group", dtype == DType::kI8 ? dim : kI4Group},
+              {"scales", kQuantizedScales}};
+}
+
+// The dtype of {"dtype": "int8" | "int4", "group": G, "scales": kQuantizedScales}
+// for rows of `dim` values, after checking G is the group ringkv stores.
+DType ParseQuantizedSide(const json& side, std::int64_t dim, const std::string& where) {
+  if (!side.is_object()) Bad("{} is {}, not an object", where, Describe(side));
+  const std::string name = String(side, "dtype", where);
+  DType dtype = DType::kI8;
+  if (name == "int4") {
+    dtype = DType::kI4;
+  } else if (name != "int8") {
+    Bad("{}.dtype is {}, not int8 or int4", where, Describe(json(name)));
+  }
+  const std::int64_t group = Int(side, "group", where, 1, INT_MAX);
+  const std::int64_t expected = dtype == DType::kI8 ? dim : kI4Group;
+  if (group != expected) {
+    Bad("{}.group is {}, but {} rows of {} values have one f32 scale per {} values", where, group,
+        dtype, dim, expected);
+  }
+  if (dtype == DType::kI4 && dim % kI4Group != 0) {
+    Bad("{}: int4 rows of {} values are not whole groups of {}", where, dim, kI4Group);
+  }
+  const std::string scales = String(side, "scales", where);
+  if (scales != kQuantizedScales) {
+    Bad("{}.scales is {}, not \"{}\"", where, Describe(json(scales)), kQuantizedScales);
+  }
+  return dtype;
+}
+
+// A scale in a file that is NaN, infinite or negative: a corrupted file.
+void BadScaleError(const std::optional<BadScale>& bad, DType dtype, const std::string& tensor) {
+  if (!bad.has_value()) return;
+  Bad("tensor {} row [0, {}, {}] (kv head {}, slot {}) has {} scale {} in group {}, not a "
+      "finite value >= 0 (corrupted)",
+      tensor, bad->head, bad->slot, bad->head, bad->slot, dtype, bad->value, bad->group);
+}
+
+// A scale the loader would refuse (a cache stores NaN for a row or group that
+// held NaN or Inf, dtype.h) is never written.
+void CheckScalesToWrite(std::span<const std::byte> rows, DType dtype, std::int64_t dim,
+                        std::int64_t slots, const std::string& tensor, const char* function) {
+  if (const std::optional<BadScale> bad = FirstBadScale(rows, dtype, dim, slots)) {
+    throw Error(fmt::format(
+        "[{}] tensor {} row [0, {}, {}] (kv head {}, slot {}) has {} scale {} in group {}: the "
+        "cache was given NaN or Inf there, and files hold only finite scales >= 0; nothing was "
+        "written",
+        function, tensor, bad->head, bad->slot, bad->head, bad->slot, dtype, bad->value,
+        bad->group));
+  }
 }
 
 // What ImportSnapshot requires (snapshot_data.h), checked from the header.
@@ -55,43 +124,69 @@ void CheckImportable(const LayerRecord& r, int window, const std::string& where)
 
 json LayoutJson(const std::optional<KvLayout>& layout) {
   if (!layout.has_value()) return json(nullptr);
-  if (layout->Quantized()) {
-    // Files name one safetensors element type per layer; quantized rows (data then
-    // scales) need their own tensor encoding, which the format does not have yet.
-    throw Error(fmt::format(
-        "[cache file] a layer stores keys as {} and values as {}: cache and prompt files do not "
-        "hold quantized (int8 / int4) layers yet (docs/cache_file.md); nothing was written",
-        layout->key_dtype, layout->value_dtype));
+  if (!layout->Quantized()) {
+    return json{{"dtype", SafetensorsDType(layout->key_dtype)},
+                {"heads", layout->heads},
+                {"key_dim", layout->k_dim},
+                {"value_dim", layout->v_dim}};
   }
-  return json{{"dtype", SafetensorsDType(layout->key_dtype)},
-              {"heads", layout->heads},
+  return json{{"heads", layout->heads},
               {"key_dim", layout->k_dim},
-              {"value_dim", layout->v_dim}};
+              {"value_dim", layout->v_dim},
+              {"keys", QuantizedSideJson(layout->key_dtype, layout->k_dim)},
+              {"values", QuantizedSideJson(layout->value_dtype, layout->v_dim)}};
 }
 
 std::optional<KvLayout> ParseLayout(const json& kv, const std::string& where) {
   if (kv.is_null()) return std::nullopt;
   if (!kv.is_object()) Bad("{} is {}, not an object", where, Describe(kv));
   KvLayout layout;
-  layout.key_dtype = ParseDType(String(kv, "dtype", where), where + ".dtype");
-  layout.value_dtype = layout.key_dtype;
   layout.heads = Int(kv, "heads", where, 1, INT_MAX);
   layout.k_dim = Int(kv, "key_dim", where, 1, INT_MAX);
   layout.v_dim = Int(kv, "value_dim", where, 1, INT_MAX);
+  // A float layout names one dtype; a quantized one describes each side.
+  if (kv.contains("dtype") || !kv.contains("keys")) {
+    if (kv.contains("keys") || kv.contains("values")) {
+      Bad("{} has both a dtype and per-side keys / values: a float layout or a quantized one",
+          where);
+    }
+    layout.key_dtype = ParseDType(String(kv, "dtype", where), where + ".dtype");
+    layout.value_dtype = layout.key_dtype;
+    return layout;
+  }
+  layout.key_dtype = ParseQuantizedSide(Field(kv, "keys", where), layout.k_dim, where + ".keys");
+  layout.value_dtype =
+      ParseQuantizedSide(Field(kv, "values", where), layout.v_dim, where + ".values");
   return layout;
 }
 
-json EncodeLayer(const Snapshot& snapshot, const std::string& prefix, TensorWriter& writer) {
-  const SnapshotData data = ExportSnapshot(snapshot);
+json EncodeLayer(const Snapshot& snapshot, const std::string& prefix, TensorWriter& writer,
+                 const char* function) {
   const std::string keys = prefix + ".keys";
   const std::string values = prefix + ".values";
-  writer.Add(keys, data.keys);
-  writer.Add(values, data.values);
-  return json{{"from", data.from},
-              {"to", data.to},
-              {"ring_index", data.ring_index},
-              {"keys", keys},
-              {"values", values}};
+  json out;
+  if (const std::optional<KvLayout> layout = LayoutOf(&snapshot);
+      layout.has_value() && layout->Quantized()) {
+    StoredLayer data = ExportStoredRows(snapshot);
+    CheckScalesToWrite(data.keys, layout->key_dtype, layout->k_dim, data.slots, keys, function);
+    CheckScalesToWrite(data.values, layout->value_dtype, layout->v_dim, data.slots, values,
+                       function);
+    const auto shape = [&](DType dtype, std::int64_t dim) {
+      return std::array<std::int64_t, 4>{1, layout->heads, data.slots,
+                                         static_cast<std::int64_t>(RowBytes(dtype, dim))};
+    };
+    writer.AddBytes(keys, shape(layout->key_dtype, layout->k_dim), std::move(data.keys));
+    writer.AddBytes(values, shape(layout->value_dtype, layout->v_dim), std::move(data.values));
+    out = json{{"from", data.from}, {"to", data.to}, {"ring_index", data.ring_index}};
+  } else {
+    const SnapshotData data = ExportSnapshot(snapshot);
+    writer.Add(keys, data.keys);
+    writer.Add(values, data.values);
+    out = json{{"from", data.from}, {"to", data.to}, {"ring_index", data.ring_index}};
+  }
+  out["keys"] = keys;
+  out["values"] = values;
+  return out;
 }
 
 LayerRecord ParseLayerOffsets(const json& layer, const std::string& where) {
@@ -108,17 +203,41 @@ void ParseLayerTensors(const json& layer, const std::optional<KvLayout>& layout,
                        const std::string& where, TensorTable& tensors, LayerRecord& record) {
   if (!layout.has_value()) Bad("{} has K/V, but its layer's kv is null", where);
   std::int64_t slots = -1;
-  record.keys = TensorRef(layer, "keys", where, *layout, layout->k_dim, &slots, tensors);
-  record.values = TensorRef(layer, "values", where, *layout, layout->v_dim, &slots, tensors);
+  record.keys =
+      TensorRef(layer, "keys", where, *layout, layout->key_dtype, layout->k_dim, &slots, tensors);
+  record.values = TensorRef(layer, "values", where, *layout, layout->value_dtype, layout->v_dim,
+                            &slots, tensors);
   record.slots = slots;
+  record.layout = *layout;
   CheckImportable(record, window, where);
 }
 
 std::unique_ptr<Snapshot> ImportLayer(const LayerRecord& record, int window,
                                       std::int64_t block_tokens, const ByteSource& source,
                                       std::uint64_t data_offset, const std::string& where) {
+  const SnapshotData::Kind kind =
+      window == 0 ? SnapshotData::Kind::kKv : SnapshotData::Kind::kRotating;
+  if (record.layout.Quantized()) {
+    StoredLayer layer;
+    layer.kind = kind;
+    layer.from = record.from;
+    layer.to = record.to;
+    layer.ring_index = record.ring_index;
+    layer.layout = record.layout;
+    layer.slots = record.slots;
+    layer.keys = ReadBytes(source, data_offset, *record.keys);
+    layer.values = ReadBytes(source, data_offset, *record.values);
+    BadScaleError(
+        FirstBadScale(layer.keys, record.layout.key_dtype, record.layout.k_dim, record.slots),
+        record.layout.key_dtype, record.keys->first);
+    BadScaleError(
+        FirstBadScale(layer.values, record.layout.value_dtype, record.layout.v_dim, record.slots),
+        record.layout.value_dtype, record.values->first);
+    // Everything ImportSnapshot checks was checked from the header (CheckImportable).
+    return ImportStoredRows(layer, window, block_tokens);
+  }
   SnapshotData data;
-  data.kind = window == 0 ? SnapshotData::Kind::kKv : SnapshotData::Kind::kRotating;
+  data.kind = kind;
   data.from = record.from;
   data.to = record.to;
   data.ring_index = record.ring_index;
@@ -129,6 +248,25 @@ std::unique_ptr<Snapshot> ImportLayer(const LayerRecord& record, int window,
   } catch (const Error& e) {
     Bad("{}: {}", where, e.what());
   }
+}
+
+void VerifyLayer(const LayerRecord& record, const ByteSource& source, std::uint64_t data_offset) {
+  const auto verify = [&](const TensorTable::value_type& tensor, DType dtype, std::int64_t dim) {
+    if (!IsQuantized(dtype)) {
+      VerifyTensor(source, data_offset, tensor);
+      return;
+    }
+    std::optional<BadScale> bad;
+    VerifyTensor(source, data_offset, tensor,
+                 [&](std::int64_t first_row, std::span<const std::byte> rows) {
+                   if (!bad.has_value())
+                     bad = FirstBadScale(rows, dtype, dim, record.slots, first_row);
+                 });
+    // After the checksum, as ImportLayer reports them.
+    BadScaleError(bad, dtype, tensor.first);
+  };
+  verify(*record.keys, record.layout.key_dtype, record.layout.k_dim);
+  verify(*record.values, record.layout.value_dtype, record.layout.v_dim);
 }
 
 }  // namespace ringkv::detail

@@ -154,9 +154,7 @@ LoadedTrie BuildTrie(const PromptState& s, const std::vector<NodeRecord>& nodes,
     if (!r.keep || parent == nullptr) {
       // Dropped: checked (the metadata in ParseNodes, the bytes here), never allocated.
       for (const LayerRecord& layer : r.layers) {
-        if (!layer.present) continue;
-        VerifyTensor(source, data_offset, *layer.keys);
-        VerifyTensor(source, data_offset, *layer.values);
+        if (layer.present) VerifyLayer(layer, source, data_offset);
       }
       continue;
     }

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <gsl/assert>
 #include <vector>
 
 namespace ringkv::detail {
@@ -15,7 +16,9 @@ namespace {
 TensorEntry ParseEntry(const json& info, const std::string& where, std::uint64_t data_size) {
   if (!info.is_object()) Bad("{} is {}, not an object", where, Describe(info));
   TensorEntry e;
-  e.dtype = ParseDType(String(info, "dtype", where), where);
+  const std::string dtype = String(info, "dtype", where);
+  e.u8 = dtype == "U8";
+  if (!e.u8) e.dtype = ParseDType(dtype, where);
   const json& shape = Field(info, "shape", where);
   if (!shape.is_array() || shape.size() != 4) {
     Bad("{} has shape {}, not 4 dims", where, Describe(shape));
@@ -52,7 +55,7 @@ TensorEntry ParseEntry(const json& info, const std::string& where, std::uint64_t
     Bad("{} spans bytes [{}, {}) of a data section of {} bytes (truncated?)", where, e.begin, e.end,
         data_size);
   }
-  const std::uint64_t needed = elements * SizeOf(e.dtype);
+  const std::uint64_t needed = elements * (e.u8 ? 1 : SizeOf(e.dtype));
   if (e.end - e.begin != needed) {
     Bad("{} spans {} bytes, its shape [{}] needs {}", where, e.end - e.begin,
         fmt::join(e.shape, ", "), needed);
@@ -97,6 +100,15 @@ void Check(const TensorTable::value_type& tensor, std::uint64_t actual) {
 
 }  // namespace
 
+std::string_view EntryDTypeName(const TensorEntry& e) noexcept {
+  return e.u8 ? "U8" : DTypeName(e.dtype);
+}
+
+std::span<const std::byte> TensorBytes::Bytes() const noexcept {
+  if (tensor.Empty()) return bytes;
+  return {static_cast<const std::byte*>(tensor.Data()), tensor.NumBytes()};
+}
+
 void TensorWriter::Add(const std::string& name, const Tensor& tensor) {
   const std::uint64_t size = tensor.NumBytes();
   entries[name] = json{{"dtype", SafetensorsDType(tensor.Dtype())},
@@ -104,7 +116,19 @@ void TensorWriter::Add(const std::string& name, const Tensor& tensor) {
                        {"data_offsets", {bytes, bytes + size}}};
   checksums[name] = fmt::format("{:016x}", XXH3_64bits(tensor.Data(), size));
   bytes += size;
-  tensors.push_back(tensor);
+  tensors.push_back(TensorBytes{tensor, {}});
+}
+
+void TensorWriter::AddBytes(const std::string& name, const std::array<std::int64_t, 4>& shape,
+                            std::vector<std::byte> data) {
+  Expects(static_cast<std::uint64_t>(shape[0] * shape[1] * shape[2] * shape[3]) == data.size());
+  const std::uint64_t size = data.size();
+  entries[name] = json{{"dtype", "U8"},
+                       {"shape", {shape[0], shape[1], shape[2], shape[3]}},
+                       {"data_offsets", {bytes, bytes + size}}};
+  checksums[name] = fmt::format("{:016x}", XXH3_64bits(data.data(), size));
+  bytes += size;
+  tensors.push_back(TensorBytes{Tensor(), std::move(data)});
 }
 
 TensorTable ParseTensors(const json& header, std::uint64_t data_size) {
@@ -145,6 +169,7 @@ void CheckAllUsed(const TensorTable& tensors, std::string_view owner) {
 Tensor ReadTensor(const ByteSource& source, std::uint64_t data_offset,
                   const TensorTable::value_type& tensor) {
   const TensorEntry& e = tensor.second;
+  Expects(!e.u8);
   Tensor t = Tensor::Uninitialized(e.dtype, {e.shape[0], e.shape[1], e.shape[2], e.shape[3]});
   auto* bytes = static_cast<std::byte*>(t.MutableData());
   source.Read(data_offset + e.begin, std::span<std::byte>(bytes, e.Bytes()));
@@ -152,17 +177,33 @@ Tensor ReadTensor(const ByteSource& source, std::uint64_t data_offset,
   return t;
 }
 
+std::vector<std::byte> ReadBytes(const ByteSource& source, std::uint64_t data_offset,
+                                 const TensorTable::value_type& tensor) {
+  const TensorEntry& e = tensor.second;
+  Expects(e.u8);
+  // The size was checked against the data section, so against the file's size.
+  std::vector<std::byte> bytes(static_cast<std::size_t>(e.Bytes()));
+  source.Read(data_offset + e.begin, bytes);
+  Check(tensor, XXH3_64bits(bytes.data(), bytes.size()));
+  return bytes;
+}
+
 void VerifyTensor(const ByteSource& source, std::uint64_t data_offset,
-                  const TensorTable::value_type& tensor) {
+                  const TensorTable::value_type& tensor, const RowVisitor& rows) {
   const TensorEntry& e = tensor.second;
   XXH3_state_t state;
   XXH3_64bits_reset(&state);
-  std::vector<std::byte> chunk(
-      static_cast<std::size_t>(std::min<std::uint64_t>(e.Bytes(), 1 << 20)));
+  // Whole rows per chunk (about 1 MiB, at least one row); the size was checked
+  // against the file, so a row never outgrows it.
+  const auto row = static_cast<std::uint64_t>(e.shape[3]) * (e.u8 ? 1 : SizeOf(e.dtype));
+  std::vector<std::byte> chunk(static_cast<std::size_t>(
+      std::min<std::uint64_t>(e.Bytes(), std::max<std::uint64_t>(1, (1 << 20) / row) * row)));
   for (std::uint64_t at = 0; at < e.Bytes(); at += chunk.size()) {
     const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(chunk.size(), e.Bytes() - at));
     source.Read(data_offset + e.begin + at, std::span<std::byte>(chunk.data(), n));
     XXH3_64bits_update(&state, chunk.data(), n);
+    if (rows)
+      rows(static_cast<std::int64_t>(at / row), std::span<const std::byte>(chunk.data(), n));
   }
   Check(tensor, XXH3_64bits_digest(&state));
 }

@@ -15,10 +15,10 @@ namespace {
 
 void Write(const detail::PromptState& s, const std::string& path,
            std::span<const detail::PromptNode* const> nodes, const char* function) {
-  std::vector<Tensor> tensors;
+  std::vector<detail::TensorBytes> tensors;
   std::vector<std::byte> header;
   try {
-    header = detail::EncodeHeader(s, nodes, tensors);
+    header = detail::EncodeHeader(s, nodes, tensors, function);
   } catch (const nlohmann::json::exception& e) {
     throw Error(fmt::format("[{}] cannot encode the header: {}", function, e.what()));
   }

@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "file_tensors.h"
 #include "prompt_state.h"
 
 namespace ringkv::detail {
@@ -31,9 +32,10 @@ std::string MetadataChecksum(std::string_view model, std::string_view nodes,
 
 // The file bytes for `nodes` (each node's parent must be the root or come earlier).
 // Returns the header (length field and JSON) and fills `tensors` with the
-// contiguous K/V in data order.
+// contiguous K/V in data order. Throws ringkv::Error "[function] ..." for a
+// snapshot it cannot write (EncodeLayer).
 std::vector<std::byte> EncodeHeader(const PromptState& s, std::span<const PromptNode* const> nodes,
-                                    std::vector<Tensor>& tensors);
+                                    std::vector<TensorBytes>& tensors, const char* function);
 
 class ByteSource;
 

@@ -34,7 +34,7 @@ std::string MetadataChecksum(std::string_view model, std::string_view nodes,
 }
 
 std::vector<std::byte> EncodeHeader(const PromptState& s, std::span<const PromptNode* const> nodes,
-                                    std::vector<Tensor>& tensors) {
+                                    std::vector<TensorBytes>& tensors, const char* function) {
   TensorWriter writer;
   json nodes_json = json::array();
   std::map<const PromptNode*, int> index;
@@ -45,9 +45,9 @@ std::vector<std::byte> EncodeHeader(const PromptState& s, std::span<const Prompt
     json layers = json::array();
     for (std::size_t l = 0; l < s.Layers(); ++l) {
       const Snapshot* snapshot = node->Layer(l);
-      layers.push_back(snapshot == nullptr
-                           ? json(nullptr)
-                           : EncodeLayer(*snapshot, fmt::format("n{}.l{}", i, l), writer));
+      layers.push_back(snapshot == nullptr ? json(nullptr)
+                                           : EncodeLayer(*snapshot, fmt::format("n{}.l{}", i, l),
+                                                         writer, function));
     }
     nodes_json.push_back(json{{"parent", parent == index.end() ? -1 : parent->second},
                               {"start", node->start},

@@ -78,10 +78,11 @@ const detail::TensorTable::value_type* TensorOf(detail::TensorTable& tensors,
   if (it == tensors.end()) Bad("tensor {} is missing", name);
   detail::TensorEntry& e = it->second;
   e.used = true;
-  if (e.dtype != dtype || e.shape[0] != 1 || e.shape[1] != heads || e.shape[2] != rows ||
+  if (e.u8 || e.dtype != dtype || e.shape[0] != 1 || e.shape[1] != heads || e.shape[2] != rows ||
       e.shape[3] != dim) {
-    Bad("tensor {} is {} [{}, {}, {}, {}], expected {} [1, {}, {}, {}]", name, DTypeName(e.dtype),
-        e.shape[0], e.shape[1], e.shape[2], e.shape[3], DTypeName(dtype), heads, rows, dim);
+    Bad("tensor {} is {} [{}, {}, {}, {}], expected {} [1, {}, {}, {}]", name,
+        detail::EntryDTypeName(e), e.shape[0], e.shape[1], e.shape[2], e.shape[3], DTypeName(dtype),
+        heads, rows, dim);
   }
   return &*it;
 }
