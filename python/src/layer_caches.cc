@@ -86,13 +86,15 @@ const LayerSnapshot* SnapshotArg(const char* function, const PyLayerSnapshot* sn
   return snapshot == nullptr ? nullptr : &snapshot->Get(function);
 }
 
-// LayerCaches::Interleaved with keys and values in their own dtypes. The C++
-// function takes one dtype for both, so the layer kinds are read from an empty
+// LayerCaches::Interleaved for any storage. The C++ function takes one dtype for
+// both sides and (as of issue 11) refuses quantized ones ("dtype 3 is not one
+// of f32, f16, bf16"), though KVCache and RotatingKVCache accept them. So for
+// quantized or mixed storage the layer kinds are read from an empty
 // Interleaved (which also validates layers, global_every and window) and each
 // layer is built again with `storage`.
 LayerCaches Interleaved(int layers, int global_every, int window, std::int64_t block_tokens,
                         const std::optional<KvStorage>& storage) {
-  if (!storage || storage->keys == storage->values) {
+  if (!storage || (storage->keys == storage->values && !IsQuantized(storage->keys))) {
     return LayerCaches::Interleaved(layers, global_every, window, block_tokens,
                                     storage ? std::optional<DType>(storage->keys) : std::nullopt);
   }
