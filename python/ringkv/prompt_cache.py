@@ -35,7 +35,7 @@ def _layer_count(layers):
 
 
 def make_prompt_cache(layers, global_every=1, window=None, dtype=None, *, max_kv_size=None,
-                      block_tokens=256):
+                      block_tokens=256, key_dtype=None, value_dtype=None):
     """One cache per layer, as a LayerCaches.
 
     layers: the layer count, or a model with a `layers` sequence (mlx-lm passes the model).
@@ -43,8 +43,10 @@ def make_prompt_cache(layers, global_every=1, window=None, dtype=None, *, max_kv
     global_every, window: Gemma-style interleaving (LayerCaches.interleaved): layer i
         is a KVCache when (i + 1) % global_every == 0, else a RotatingKVCache(window).
     Neither: every layer a KVCache. dtype: the storage dtype (None: the first
-    update's), as in KVCache.
+    update's), as in KVCache; key_dtype / value_dtype: keys and values in their own
+    dtypes (e.g. key_dtype="int8", value_dtype="int4"), as in KVCache.
     """
+    storage = dict(dtype=dtype, key_dtype=key_dtype, value_dtype=value_dtype)
     n = _layer_count(layers)
     if max_kv_size is not None:
         if window is not None or global_every != 1:
@@ -53,7 +55,7 @@ def make_prompt_cache(layers, global_every=1, window=None, dtype=None, *, max_kv
                         f"global_every {global_every}")
         if n < 1:
             raise Error(f"[make_prompt_cache] layers {n} is not positive")
-        return LayerCaches([RotatingKVCache(max_kv_size, block_tokens=block_tokens, dtype=dtype)
+        return LayerCaches([RotatingKVCache(max_kv_size, block_tokens=block_tokens, **storage)
                             for _ in range(n)])
     if window is None:
         if global_every != 1:
@@ -61,12 +63,11 @@ def make_prompt_cache(layers, global_every=1, window=None, dtype=None, *, max_kv
                         "for the layers in between")
         if n < 1:
             raise Error(f"[make_prompt_cache] layers {n} is not positive")
-        return LayerCaches([KVCache(block_tokens=block_tokens, dtype=dtype) for _ in range(n)])
+        return LayerCaches([KVCache(block_tokens=block_tokens, **storage) for _ in range(n)])
     if global_every == 1:
         raise Error(f"[make_prompt_cache] window {window} is unused with global_every 1 "
                     "(every layer global); pass max_kv_size for all-sliding layers")
-    return LayerCaches.interleaved(n, global_every, window, block_tokens=block_tokens,
-                                   dtype=dtype)
+    return LayerCaches.interleaved(n, global_every, window, block_tokens=block_tokens, **storage)
 
 
 def _as_layer_caches(caches, function):

@@ -166,13 +166,16 @@ py::dtype NumpyDtype(DType dtype) {
   throw Error(fmt::format("[ringkv] unknown dtype {}", static_cast<int>(dtype)));
 }
 
-std::optional<DType> ParseDtype(const char* function, py::handle object) {
+std::optional<DType> ParseDtype(const char* function, const char* argument, py::handle object) {
   if (object.is_none()) return std::nullopt;
   if (py::isinstance<py::str>(object)) {
     const auto name = object.cast<std::string>();
     if (name == "f32" || name == "float32") return DType::kF32;
     if (name == "f16" || name == "float16") return DType::kF16;
     if (name == "bf16" || name == "bfloat16") return DType::kBF16;
+    // By name only: numpy's int8 is a plain integer array, not rows with scales.
+    if (name == "int8") return DType::kI8;
+    if (name == "int4") return DType::kI4;
   } else {
     try {
       const auto dtype = py::dtype::from_args(py::reinterpret_borrow<py::object>(object));
@@ -182,8 +185,9 @@ std::optional<DType> ParseDtype(const char* function, py::handle object) {
     }
   }
   throw Error(fmt::format(
-      "[{}] dtype {} is not None, 'f32', 'f16', 'bf16' or numpy float32, float16, uint16 (bf16)",
-      function, py::repr(object).cast<std::string>()));
+      "[{}] {} {} is not None, 'f32', 'f16', 'bf16', 'int8', 'int4' or numpy float32, float16, "
+      "uint16 (bf16)",
+      function, argument, py::repr(object).cast<std::string>()));
 }
 
 }  // namespace ringkv::python

@@ -50,9 +50,10 @@ py::array ToArray(const Tensor& tensor, bool writeable);
 // The numpy dtype for a ringkv dtype (bf16 -> uint16).
 py::dtype NumpyDtype(DType dtype);
 
-// A dtype argument: None -> nullopt; "f32" / "f16" / "bf16" (also "float32",
-// "float16", "bfloat16"), or anything numpy.dtype() accepts that maps to one
-// (float32, float16, uint16 for bf16). Else ringkv::Error naming the value.
-std::optional<DType> ParseDtype(const char* function, py::handle dtype);
+// A storage dtype argument: None -> nullopt; "f32" / "f16" / "bf16" (also
+// "float32", "float16", "bfloat16"), "int8" / "int4" (quantized, by name only),
+// or anything numpy.dtype() accepts that maps to a float one (float32, float16,
+// uint16 for bf16). Else ringkv::Error naming `argument` and the value.
+std::optional<DType> ParseDtype(const char* function, const char* argument, py::handle dtype);
 
 }  // namespace ringkv::python

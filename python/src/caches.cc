@@ -14,6 +14,7 @@
 #include "ringkv/kv_cache.h"
 #include "ringkv/rotating_kv_cache.h"
 #include "snapshots.h"
+#include "storage.h"
 
 namespace ringkv::python {
 
@@ -32,11 +33,6 @@ C& As(const PyCache& self, const char* function) {
   return *cache;
 }
 
-std::optional<std::string> DtypeName(std::optional<DType> dtype) {
-  if (!dtype) return std::nullopt;
-  return std::string(ringkv::DTypeName(*dtype));
-}
-
 PyHistory Update(py::object self, py::handle keys, py::handle values) {
   constexpr const char* kFunction = "AttentionCache.update";
   AttentionCache& cache = self.cast<const PyCache&>().Get(kFunction);
@@ -48,6 +44,27 @@ PyHistory Update(py::object self, py::handle keys, py::handle values) {
     history = cache.Update(k.tensor, v.tensor);
   }
   return PyHistory{std::move(history), std::move(self)};
+}
+
+// Python's own storage argument order; the C++ constructors take nullopt or a KvStorage.
+template <class C, class... Leading>
+C MakeCache(const char* function, py::handle dtype, py::handle key_dtype, py::handle value_dtype,
+            Leading... leading) {
+  const std::optional<KvStorage> storage = ParseStorage(function, dtype, key_dtype, value_dtype);
+  if (!storage) return C(leading..., std::nullopt);
+  return C(leading..., *storage);
+}
+
+std::optional<DType> KeyDtype(const AttentionCache& cache) {
+  const std::optional<KvStorage> storage = cache.Storage();
+  if (!storage) return std::nullopt;
+  return storage->keys;
+}
+
+std::optional<DType> ValueDtype(const AttentionCache& cache) {
+  const std::optional<KvStorage> storage = cache.Storage();
+  if (!storage) return std::nullopt;
+  return storage->values;
 }
 
 py::tuple State(const PyCache& self) {
@@ -88,6 +105,16 @@ py::tuple Split(const PyCache& self, PySnapshot& snapshot, int at) {
   return py::make_tuple(head, PySnapshot{std::move(second)});
 }
 
+// "dtype=f16", "key_dtype=int8, value_dtype=int4" or "dtype=None".
+std::string StorageRepr(const std::optional<KvStorage>& storage) {
+  if (!storage) return "dtype=None";
+  if (storage->keys == storage->values) {
+    return fmt::format("dtype={}", ringkv::DTypeName(storage->keys));
+  }
+  return fmt::format("key_dtype={}, value_dtype={}", ringkv::DTypeName(storage->keys),
+                     ringkv::DTypeName(storage->values));
+}
+
 std::string Repr(const PyCache& self, const char* kind) {
   try {
     const AttentionCache& cache = self.Get("repr");
@@ -95,8 +122,8 @@ std::string Repr(const PyCache& self, const char* kind) {
     if (const auto* rotating = dynamic_cast<const RotatingKVCache*>(&cache)) {
       extra = fmt::format("max_size={}, ", rotating->MaxSize());
     }
-    return fmt::format("ringkv.{}({}offset={}, dtype={})", kind, extra, cache.Offset(),
-                       DtypeName(cache.StorageDtype()).value_or("None"));
+    return fmt::format("ringkv.{}({}offset={}, {})", kind, extra, cache.Offset(),
+                       StorageRepr(cache.Storage()));
   } catch (const Error&) {
     return fmt::format("ringkv.{}(gone)", kind);
   }
@@ -127,6 +154,15 @@ py::object WrapCache(std::shared_ptr<CacheSource> source, AttentionCache& cache)
   return py::cast(PyCache(std::move(source)));
 }
 
+constexpr const char* kStorageDoc =
+    "dtype: what the blocks hold K and V in: 'f32', 'f16', 'bf16' (update converts any float "
+    "input to it), 'int8' (one scale per token and head) or 'int4' (one scale per group of 32 "
+    "values; the head dim must be a multiple of 32); None: the first update's input dtype. "
+    "key_dtype / value_dtype set one side each (the other falls back to dtype), e.g. "
+    "key_dtype='int8', value_dtype='int4'; a float side needs the other to be the same float. "
+    "Quantized caches quantize on update; state, keys() and values() return float32 copies of "
+    "the dequantised values.";
+
 void RegisterCaches(py::module_& m) {
   py::class_<PyCache>(m, "AttentionCache",
                       "What every cache does: a KVCache, a RotatingKVCache, a LayerCaches' layer "
@@ -138,14 +174,27 @@ void RegisterCaches(py::module_& m) {
                              "(keys, values): the stored tokens in storage order, read-only "
                              "arrays [1, Hkv, T, D] (views of the blocks when they are one run, "
                              "else copies); they keep the blocks alive, and show the cache as it "
-                             "was until its next mutating call.")
+                             "was until its next mutating call. An int8 / int4 side comes back "
+                             "as a float32 copy of the dequantised values (scale * q).")
       .def_property_readonly(
           "offset", [](const PyCache& c) { return c.Get("AttentionCache.offset").Offset(); })
       .def_property_readonly(
           "storage_dtype",
           [](const PyCache& c) {
             return DtypeName(c.Get("AttentionCache.storage_dtype").StorageDtype());
-          })
+          },
+          "The dtype the blocks hold K and V in ('f32', 'f16', 'bf16', 'int8', 'int4'); None "
+          "when the first update decides, or when keys and values differ (see key_dtype).")
+      .def_property_readonly(
+          "key_dtype",
+          [](const PyCache& c) { return DtypeName(KeyDtype(c.Get("AttentionCache.key_dtype"))); },
+          "The dtype the blocks hold K in; None when the first update decides.")
+      .def_property_readonly(
+          "value_dtype",
+          [](const PyCache& c) {
+            return DtypeName(ValueDtype(c.Get("AttentionCache.value_dtype")));
+          },
+          "The dtype the blocks hold V in; None when the first update decides.")
       .def("snapshot", &Snapshot, py::arg("from_offset") = 0,
            "The state from from_offset to offset as a Snapshot (None when empty).")
       .def("restore", &Restore, py::arg("snapshot").none(true), py::arg("target"),
@@ -175,11 +224,14 @@ void RegisterCaches(py::module_& m) {
       .def("__repr__", [](const PyCache& c) { return Repr(c, "AttentionCache"); });
 
   py::class_<PyKVCache, PyCache>(m, "KVCache", "The full history of one attention layer.")
-      .def(py::init([](std::int64_t block_tokens, py::handle dtype) {
-             const std::optional<DType> storage = ParseDtype("KVCache", dtype);
-             return PyKVCache(std::make_shared<OwnedCache>(KVCache(block_tokens, storage)));
+      .def(py::init([](std::int64_t block_tokens, py::handle dtype, py::handle key_dtype,
+                       py::handle value_dtype) {
+             return PyKVCache(std::make_shared<OwnedCache>(
+                 MakeCache<KVCache>("KVCache", dtype, key_dtype, value_dtype, block_tokens)));
            }),
-           py::arg("block_tokens") = KVCache::kDefaultBlockTokens, py::arg("dtype") = py::none())
+           py::arg("block_tokens") = KVCache::kDefaultBlockTokens, py::arg("dtype") = py::none(),
+           py::kw_only(), py::arg("key_dtype") = py::none(), py::arg("value_dtype") = py::none(),
+           kStorageDoc)
       .def(
           "view",
           [](py::object self) {
@@ -202,13 +254,14 @@ void RegisterCaches(py::module_& m) {
 
   py::class_<PyRotatingKVCache, PyCache>(m, "RotatingKVCache",
                                          "A sliding window of max_size tokens (a ring).")
-      .def(py::init([](int max_size, std::int64_t block_tokens, py::handle dtype) {
-             const std::optional<DType> storage = ParseDtype("RotatingKVCache", dtype);
-             return PyRotatingKVCache(
-                 std::make_shared<OwnedCache>(RotatingKVCache(max_size, block_tokens, storage)));
+      .def(py::init([](int max_size, std::int64_t block_tokens, py::handle dtype,
+                       py::handle key_dtype, py::handle value_dtype) {
+             return PyRotatingKVCache(std::make_shared<OwnedCache>(MakeCache<RotatingKVCache>(
+                 "RotatingKVCache", dtype, key_dtype, value_dtype, max_size, block_tokens)));
            }),
            py::arg("max_size"), py::arg("block_tokens") = RotatingKVCache::kDefaultBlockTokens,
-           py::arg("dtype") = py::none())
+           py::arg("dtype") = py::none(), py::kw_only(), py::arg("key_dtype") = py::none(),
+           py::arg("value_dtype") = py::none(), kStorageDoc)
       .def(
           "view",
           [](py::object self) {

@@ -14,6 +14,11 @@ namespace ringkv::python {
 namespace {
 
 py::object ViewArray(const KvView& view, bool keys) {
+  // Quantized rows (data then scales) are no numpy dtype: an array over them
+  // would be a wrong view of raw bytes, so they come back dequantised.
+  if (IsQuantized(keys ? view.KeyDtype() : view.ValueDtype())) {
+    return ToArray(keys ? view.ConcatKeys() : view.ConcatValues(), /*writeable=*/false);
+  }
   const std::vector<Tensor> segments = keys ? view.KeySegments() : view.ValueSegments();
   if (segments.size() == 1) return ToArray(segments.front(), /*writeable=*/false);
   if (segments.empty()) {
@@ -43,7 +48,7 @@ void RegisterHistory(py::module_& m) {
       .def(
           "keys", [](const PyHistory& h) { return KeysArray(h.history.Kv()); },
           "[1, Hkv, K, D], read-only: a view of the cache's block when the history is one run, "
-          "else a copy.")
+          "else a copy; an int8 / int4 cache gives a float32 copy of the dequantised keys.")
       .def(
           "values", [](const PyHistory& h) { return ValuesArray(h.history.Kv()); },
           "[1, Hkv, K, Dv], read-only (as keys()).")

@@ -17,8 +17,9 @@ struct PyHistory {
 };
 
 // A read-only array of a view's keys or values: a view of the storage block
-// when the view is one run (no copy), else a contiguous copy. Throws ringkv::Error
-// when the view is stale.
+// when the view is one run (no copy), else a contiguous copy; a quantized side
+// (int8 / int4) is always a float32 copy of the dequantised values. Throws
+// ringkv::Error when the view is stale.
 py::object KeysArray(const KvView& view);
 py::object ValuesArray(const KvView& view);
 

@@ -4,16 +4,17 @@
 #include <pybind11/stl.h>
 
 #include <cstdint>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
-#include "arrays.h"
 #include "caches.h"
 #include "register.h"
 #include "ringkv/error.h"
 #include "snapshots.h"
 #include "speculation.h"
+#include "storage.h"
 
 namespace ringkv::python {
 
@@ -85,6 +86,32 @@ const LayerSnapshot* SnapshotArg(const char* function, const PyLayerSnapshot* sn
   return snapshot == nullptr ? nullptr : &snapshot->Get(function);
 }
 
+// LayerCaches::Interleaved for any storage. The C++ function takes one dtype for
+// both sides and (as of issue 11) refuses quantized ones ("dtype 3 is not one
+// of f32, f16, bf16"), though KVCache and RotatingKVCache accept them. So for
+// quantized or mixed storage the layer kinds are read from an empty
+// Interleaved (which also validates layers, global_every and window) and each
+// layer is built again with `storage`.
+LayerCaches Interleaved(int layers, int global_every, int window, std::int64_t block_tokens,
+                        const std::optional<KvStorage>& storage) {
+  if (!storage || (storage->keys == storage->values && !IsQuantized(storage->keys))) {
+    return LayerCaches::Interleaved(layers, global_every, window, block_tokens,
+                                    storage ? std::optional<DType>(storage->keys) : std::nullopt);
+  }
+  const LayerCaches kinds =
+      LayerCaches::Interleaved(layers, global_every, window, block_tokens, std::nullopt);
+  std::vector<LayerCaches::Layer> built;
+  built.reserve(kinds.Size());
+  for (std::size_t i = 0; i < kinds.Size(); ++i) {
+    if (dynamic_cast<const KVCache*>(&kinds[i]) != nullptr) {
+      built.emplace_back(KVCache(block_tokens, *storage));
+    } else {
+      built.emplace_back(RotatingKVCache(window, block_tokens, *storage));
+    }
+  }
+  return LayerCaches(std::move(built));
+}
+
 std::size_t AllocatedBytes(const LayerCaches& caches) {
   std::size_t bytes = 0;
   for (std::size_t i = 0; i < caches.Size(); ++i) {
@@ -108,16 +135,19 @@ void RegisterLayerCaches(py::module_& m) {
       .def(py::init(&FromCaches), py::arg("layers"))
       .def_static(
           "interleaved",
-          [](int layers, int global_every, int window, std::int64_t block_tokens,
-             py::handle dtype) {
-            const std::optional<DType> storage = ParseDtype("LayerCaches.interleaved", dtype);
+          [](int layers, int global_every, int window, std::int64_t block_tokens, py::handle dtype,
+             py::handle key_dtype, py::handle value_dtype) {
+            const std::optional<KvStorage> storage =
+                ParseStorage("LayerCaches.interleaved", dtype, key_dtype, value_dtype);
             return PyLayerCaches{std::make_shared<LayerCaches>(
-                LayerCaches::Interleaved(layers, global_every, window, block_tokens, storage))};
+                Interleaved(layers, global_every, window, block_tokens, storage))};
           },
           py::arg("layers"), py::arg("global_every"), py::arg("window"),
           py::arg("block_tokens") = KVCache::kDefaultBlockTokens, py::arg("dtype") = py::none(),
+          py::kw_only(), py::arg("key_dtype") = py::none(), py::arg("value_dtype") = py::none(),
           "Layer i is a KVCache when (i + 1) % global_every == 0, else a "
-          "RotatingKVCache(window).")
+          "RotatingKVCache(window). dtype, key_dtype, value_dtype: every layer's storage, as in "
+          "KVCache.")
       .def("__len__", [](const PyLayerCaches& c) { return c.caches->Size(); })
       .def("__getitem__", &Layer, py::arg("index"))
       .def_property_readonly("offset", [](const PyLayerCaches& c) { return c.caches->Offset(); })

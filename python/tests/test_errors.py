@@ -76,8 +76,8 @@ def test_bad_arguments_of_the_other_calls_change_nothing():
         cache.trim(-1)
     with pytest.raises(ringkv.Error):
         cache.restore(None, -1)
-    with pytest.raises(ringkv.Error, match="dtype"):
-        ringkv.KVCache(dtype="int8")
+    with pytest.raises(ringkv.Error, match="dtype 'int2' is not"):
+        ringkv.KVCache(dtype="int2")
     with pytest.raises(ringkv.Error):
         ringkv.RotatingKVCache(0)
     with pytest.raises(ringkv.Error):
@@ -87,3 +87,41 @@ def test_bad_arguments_of_the_other_calls_change_nothing():
     with pytest.raises(ringkv.Error):
         cache.restore(ring.snapshot(), 2)  # a snapshot of another kind
     unchanged(cache, history)
+
+
+@pytest.mark.parametrize("make,match", [
+    (lambda: ringkv.KVCache(dtype="int16"), r"\[KVCache\] dtype 'int16' is not"),
+    (lambda: ringkv.KVCache(dtype="INT8"), r"\[KVCache\] dtype 'INT8' is not"),
+    (lambda: ringkv.KVCache(dtype=np.int8), r"dtype <class 'numpy.int8'> is not"),
+    (lambda: ringkv.RotatingKVCache(4, key_dtype="q4"), r"\[RotatingKVCache\] key_dtype 'q4'"),
+    (lambda: ringkv.KVCache(key_dtype="int8", value_dtype="fp8"), r"value_dtype 'fp8' is not"),
+    (lambda: ringkv.LayerCaches.interleaved(2, 2, 4, value_dtype=3),
+     r"\[LayerCaches.interleaved\] value_dtype 3 is not"),
+    (lambda: ringkv.make_prompt_cache(2, dtype="int3"), r"dtype 'int3' is not"),
+    # One side fixed and the other left to the first update: no such cache.
+    (lambda: ringkv.KVCache(key_dtype="int8"), r"key_dtype 'int8' is given but value_dtype"),
+    # The C++ constructor's rule: quantize both sides or neither.
+    (lambda: ringkv.KVCache(key_dtype="int8", value_dtype="f16"),
+     r"\[KVCache\] storage dtypes keys int8 / values f16"),
+    (lambda: ringkv.RotatingKVCache(4, key_dtype="f16", value_dtype="bf16"),
+     r"keys f16 / values bf16"),
+])
+def test_bad_storage_dtypes_are_refused_by_name(make, match):
+    with pytest.raises(ringkv.Error, match=match):
+        make()
+
+
+@pytest.mark.parametrize("storage", [dict(dtype="int4"), dict(key_dtype="int8",
+                                                               value_dtype="int4")])
+def test_int4_needs_a_head_dim_that_is_a_multiple_of_32(storage):
+    # tokens() rows have 4 values: the C++ check at the first update names the
+    # side, and the cache stays empty.
+    cache = ringkv.KVCache(block_tokens=4, **storage)
+    side = "keys" if storage.get("key_dtype", "int4") == "int4" else "values"
+    with pytest.raises(ringkv.ShapeError,
+                       match=rf"\[KVCache::Update\] {side} dim 3 \(head dim\) is 4, but int4 "
+                       "storage needs a multiple of 32"):
+        cache.update(*tokens(0, 3))
+    assert cache.offset == 0 and cache.nbytes == 0
+    cache.update(*tokens(0, 3, dim=32))  # a good update after the failed one works
+    assert cache.offset == 3
