@@ -54,11 +54,15 @@ class LayerCaches {
 
   // Gemma-style: layer i is global (a KVCache) when (i + 1) % global_every == 0,
   // else a RotatingKVCache(window); every layer gets block_tokens and
-  // storage_dtype. Throws ringkv::Error for layers < 1, global_every < 1 or
-  // window < 1.
+  // storage_dtype (int8 / int4 included: both K and V in it). Throws
+  // ringkv::Error for layers < 1, global_every < 1 or window < 1, and what the
+  // caches' constructors throw.
   static LayerCaches Interleaved(int layers, int global_every, int window,
                                  std::int64_t block_tokens = KVCache::kDefaultBlockTokens,
                                  std::optional<DType> storage_dtype = std::nullopt);
+  // The same with K and V in their own storage dtypes, e.g. {kI8, kI4}.
+  static LayerCaches Interleaved(int layers, int global_every, int window,
+                                 std::int64_t block_tokens, KvStorage storage);
   explicit LayerCaches(std::vector<Layer> layers);
 
   std::size_t Size() const noexcept { return layers_.size(); }

@@ -86,30 +86,14 @@ const LayerSnapshot* SnapshotArg(const char* function, const PyLayerSnapshot* sn
   return snapshot == nullptr ? nullptr : &snapshot->Get(function);
 }
 
-// LayerCaches::Interleaved for any storage. The C++ function takes one dtype for
-// both sides and (as of issue 11) refuses quantized ones ("dtype 3 is not one
-// of f32, f16, bf16"), though KVCache and RotatingKVCache accept them. So for
-// quantized or mixed storage the layer kinds are read from an empty
-// Interleaved (which also validates layers, global_every and window) and each
-// layer is built again with `storage`.
+// LayerCaches::Interleaved for any storage (none, one dtype, or K and V apart).
 LayerCaches Interleaved(int layers, int global_every, int window, std::int64_t block_tokens,
                         const std::optional<KvStorage>& storage) {
   if (!storage || (storage->keys == storage->values && !IsQuantized(storage->keys))) {
     return LayerCaches::Interleaved(layers, global_every, window, block_tokens,
                                     storage ? std::optional<DType>(storage->keys) : std::nullopt);
   }
-  const LayerCaches kinds =
-      LayerCaches::Interleaved(layers, global_every, window, block_tokens, std::nullopt);
-  std::vector<LayerCaches::Layer> built;
-  built.reserve(kinds.Size());
-  for (std::size_t i = 0; i < kinds.Size(); ++i) {
-    if (dynamic_cast<const KVCache*>(&kinds[i]) != nullptr) {
-      built.emplace_back(KVCache(block_tokens, *storage));
-    } else {
-      built.emplace_back(RotatingKVCache(window, block_tokens, *storage));
-    }
-  }
-  return LayerCaches(std::move(built));
+  return LayerCaches::Interleaved(layers, global_every, window, block_tokens, *storage);
 }
 
 std::size_t AllocatedBytes(const LayerCaches& caches) {

@@ -51,6 +51,20 @@ TEST(LayerCaches, InterleavedPattern) {
   EXPECT_THROW(LayerCaches::Interleaved(0, 3, 4), Error);
 }
 
+// Quantized storage reaches every layer: one dtype for both sides, or K and V
+// in their own; an int4 side still needs a head dim that is a multiple of 32.
+TEST(LayerCaches, InterleavedTakesQuantizedStorage) {
+  const LayerCaches same = LayerCaches::Interleaved(3, 3, 4, 2, DType::kI8);
+  const LayerCaches mixed = LayerCaches::Interleaved(3, 3, 4, 2, KvStorage{DType::kI8, DType::kI4});
+  for (std::size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(same[i].Storage(), KvStorage::Same(DType::kI8)) << i;
+    EXPECT_EQ(mixed[i].Storage(), (KvStorage{DType::kI8, DType::kI4})) << i;
+    EXPECT_EQ(dynamic_cast<const KVCache*>(&mixed[i]) != nullptr, i == 2) << i;
+  }
+  EXPECT_THAT(ErrorOf([] { LayerCaches::Interleaved(0, 3, 4, 2, KvStorage::Same(DType::kI4)); }),
+              ::testing::HasSubstr("layers 0"));
+}
+
 TEST(LayerCaches, SnapshotRestoreRoundTrip) {
   LayerCaches caches = LayerCaches::Interleaved(4, 2, 4, 2);
   Decode(caches, 0, 6);

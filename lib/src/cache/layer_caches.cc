@@ -41,25 +41,44 @@ std::size_t LayerSnapshot::Size() const noexcept {
   return total;
 }
 
-LayerCaches LayerCaches::Interleaved(int layers, int global_every, int window,
-                                     std::int64_t block_tokens,
-                                     std::optional<DType> storage_dtype) {
+namespace {
+
+// Layer i global when (i + 1) % global_every == 0, each layer built by make(global).
+template <class Make>
+std::vector<LayerCaches::Layer> InterleavedLayers(int layers, int global_every, int window,
+                                                  const Make& make) {
   if (layers < 1 || global_every < 1 || window < 1) {
     throw Error(fmt::format(
         "[LayerCaches::Interleaved] layers {}, global_every {} and window {} must all be >= 1",
         layers, global_every, window));
   }
-  if (storage_dtype.has_value()) detail::CheckDType("LayerCaches::Interleaved", *storage_dtype);
-  std::vector<Layer> caches;
+  std::vector<LayerCaches::Layer> caches;
   caches.reserve(static_cast<std::size_t>(layers));
-  for (int i = 0; i < layers; ++i) {
-    if ((i + 1) % global_every == 0) {
-      caches.emplace_back(std::in_place_type<KVCache>, block_tokens, storage_dtype);
-    } else {
-      caches.emplace_back(std::in_place_type<RotatingKVCache>, window, block_tokens, storage_dtype);
-    }
+  for (int i = 0; i < layers; ++i) caches.push_back(make((i + 1) % global_every == 0));
+  return caches;
+}
+
+}  // namespace
+
+LayerCaches LayerCaches::Interleaved(int layers, int global_every, int window,
+                                     std::int64_t block_tokens,
+                                     std::optional<DType> storage_dtype) {
+  if (storage_dtype.has_value() && IsQuantized(*storage_dtype)) {
+    return Interleaved(layers, global_every, window, block_tokens, KvStorage::Same(*storage_dtype));
   }
-  return LayerCaches(std::move(caches));
+  if (storage_dtype.has_value()) detail::CheckDType("LayerCaches::Interleaved", *storage_dtype);
+  return LayerCaches(InterleavedLayers(layers, global_every, window, [&](bool global) -> Layer {
+    if (global) return KVCache(block_tokens, storage_dtype);
+    return RotatingKVCache(window, block_tokens, storage_dtype);
+  }));
+}
+
+LayerCaches LayerCaches::Interleaved(int layers, int global_every, int window,
+                                     std::int64_t block_tokens, KvStorage storage) {
+  return LayerCaches(InterleavedLayers(layers, global_every, window, [&](bool global) -> Layer {
+    if (global) return KVCache(block_tokens, storage);
+    return RotatingKVCache(window, block_tokens, storage);
+  }));
 }
 
 LayerCaches::LayerCaches(std::vector<Layer> layers) : layers_(std::move(layers)) {}
