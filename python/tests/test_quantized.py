@@ -236,8 +236,6 @@ def test_speculation_rolls_back_and_commits_quantized_layers(rng):
 
 
 def test_prompt_cache_reuses_a_quantized_prefix(rng):
-    # PromptCache.save / save_prompt_cache are left out: cache files do not hold
-    # quantized layers yet (lib/src/prompt, another part of issue 11).
     k, v = random_kv(rng, length=12)
     q = rng.standard_normal((1, 4, 1, 64)).astype(np.float32)
     caches = ringkv.make_prompt_cache(2, global_every=2, window=16, dtype="int8")
@@ -260,3 +258,26 @@ def test_prompt_cache_reuses_a_quantized_prefix(rng):
     for history in histories:
         np.testing.assert_allclose(ringkv.attention(q, history),
                                    reference_attention(q, kq, vq), atol=ATOL, rtol=0)
+
+
+def test_a_quantized_prompt_cache_file_round_trips(rng, tmp_path):
+    # int8 K with int4 V, the ring wrapped (20 tokens in a window of 16): the file
+    # holds the stored rows, so the loaded caches read back the same values and
+    # decode on bit for bit.
+    k, v = random_kv(rng, length=21)
+    q = rng.standard_normal((1, 4, 1, 64)).astype(np.float32)
+    caches = ringkv.make_prompt_cache(2, global_every=2, window=16, key_dtype="int8",
+                                      value_dtype="int4")
+    for layer in caches:
+        layer.update(k[:, :, :20], v[:, :, :20])
+    path = tmp_path / "quantized.safetensors"
+    ringkv.save_prompt_cache(path, caches, tokens=list(range(20)))
+    loaded = ringkv.load_prompt_cache(path)
+    assert loaded.offsets == caches.offsets == [20, 20]
+    for i in range(2):
+        for want, got in zip(caches[i].state, loaded[i].state):
+            np.testing.assert_array_equal(got, want)
+    want = [ringkv.attention(q, layer.update(k[:, :, 20:], v[:, :, 20:])) for layer in caches]
+    got = [ringkv.attention(q, layer.update(k[:, :, 20:], v[:, :, 20:])) for layer in loaded]
+    for w, g in zip(want, got):
+        np.testing.assert_array_equal(g, w)
