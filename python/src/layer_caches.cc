@@ -89,7 +89,7 @@ const LayerSnapshot* SnapshotArg(const char* function, const PyLayerSnapshot* sn
 // LayerCaches::Interleaved for any storage (none, one dtype, or K and V apart).
 LayerCaches Interleaved(int layers, int global_every, int window, std::int64_t block_tokens,
                         const std::optional<KvStorage>& storage) {
-  if (!storage || (storage->keys == storage->values && !IsQuantized(storage->keys))) {
+  if (!storage || storage->keys == storage->values) {
     return LayerCaches::Interleaved(layers, global_every, window, block_tokens,
                                     storage ? std::optional<DType>(storage->keys) : std::nullopt);
   }
