@@ -12,6 +12,13 @@ function(ringkv_add_tier_runs)
   if(NOT ARG_TIMEOUT)
     set(ARG_TIMEOUT 600)
   endif()
+  # Cross builds: ctest runs ringkv_tier_run under the emulator, but the command
+  # it execs is a target binary too, which the host kernel cannot exec without
+  # binfmt_misc; exec the emulator instead (an emulated execve of a host program
+  # runs it natively, and it inherits RINGKV_ISA).
+  if(CMAKE_CROSSCOMPILING AND CMAKE_CROSSCOMPILING_EMULATOR)
+    list(PREPEND ARG_COMMAND ${CMAKE_CROSSCOMPILING_EMULATOR})
+  endif()
   set(keys scalar)
   if(RINGKV_ARCH STREQUAL "x86_64")
     list(APPEND keys sse42 avx2)
