@@ -14,6 +14,24 @@ function(ringkv_scratch_dir var parent)
   set(${var} ${dir} PARENT_SCOPE)
 endfunction()
 
+# ringkv_sibling_scratch_dir(<var> <build dir> <name>): a new directory next to
+# <build dir>, named <build dir>-<name>.XXXXXX. A tree built there sits as deep
+# below the source tree as <build dir> itself, so with ccache's base directory at
+# the source tree (tools/test.sh) its compile commands are the same, relative
+# paths included, and it reuses the objects <build dir> compiled: building the
+# option trees then costs a few links, not another cold build.
+function(ringkv_sibling_scratch_dir var build_dir name)
+  get_filename_component(parent ${build_dir} DIRECTORY)
+  get_filename_component(base ${build_dir} NAME)
+  execute_process(COMMAND mktemp -d ${parent}/${base}-${name}.XXXXXX
+                  OUTPUT_VARIABLE dir OUTPUT_STRIP_TRAILING_WHITESPACE RESULT_VARIABLE rc)
+  if(rc)
+    message(FATAL_ERROR "mktemp -d next to ${build_dir} failed: ${rc}")
+  endif()
+  message(STATUS "scratch directory: ${dir}")
+  set(${var} ${dir} PARENT_SCOPE)
+endfunction()
+
 # ringkv_step(<what> <command...>): runs the command and stops the test, naming
 # the step, when it fails.
 function(ringkv_step what)

@@ -34,7 +34,7 @@ if(NOT RINGKV_ASAN AND NOT RINGKV_UBSAN AND NOT RINGKV_TSAN)
   add_test(NAME build_options
     COMMAND ${CMAKE_COMMAND}
       -DSOURCE_DIR=${PROJECT_SOURCE_DIR}
-      -DWORK_DIR=${CMAKE_CURRENT_BINARY_DIR}/build_options
+      -DBUILD_DIR=${CMAKE_BINARY_DIR}
       -DSETTINGS=${_ringkv_sub_build_settings}
       -P ${CMAKE_CURRENT_SOURCE_DIR}/build_options/run.cmake)
   set_tests_properties(subdirectory_consumer PROPERTIES TIMEOUT 600 RUN_SERIAL TRUE)
