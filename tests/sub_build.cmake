@@ -5,12 +5,7 @@
 # so two runs at once never share or delete each other's files.
 function(ringkv_scratch_dir var parent)
   file(MAKE_DIRECTORY ${parent})
-  execute_process(COMMAND mktemp -d ${parent}/run.XXXXXX
-                  OUTPUT_VARIABLE dir OUTPUT_STRIP_TRAILING_WHITESPACE RESULT_VARIABLE rc)
-  if(rc)
-    message(FATAL_ERROR "mktemp -d under ${parent} failed: ${rc}")
-  endif()
-  message(STATUS "scratch directory: ${dir}")
+  ringkv_mktemp_dir(dir ${parent}/run.XXXXXX)
   set(${var} ${dir} PARENT_SCOPE)
 endfunction()
 
@@ -21,12 +16,15 @@ endfunction()
 # paths included, and it reuses the objects <build dir> compiled: building the
 # option trees then costs a few links, not another cold build.
 function(ringkv_sibling_scratch_dir var build_dir name)
-  get_filename_component(parent ${build_dir} DIRECTORY)
-  get_filename_component(base ${build_dir} NAME)
-  execute_process(COMMAND mktemp -d ${parent}/${base}-${name}.XXXXXX
+  ringkv_mktemp_dir(dir ${build_dir}-${name}.XXXXXX)
+  set(${var} ${dir} PARENT_SCOPE)
+endfunction()
+
+function(ringkv_mktemp_dir var template)
+  execute_process(COMMAND mktemp -d ${template}
                   OUTPUT_VARIABLE dir OUTPUT_STRIP_TRAILING_WHITESPACE RESULT_VARIABLE rc)
   if(rc)
-    message(FATAL_ERROR "mktemp -d next to ${build_dir} failed: ${rc}")
+    message(FATAL_ERROR "mktemp -d ${template} failed: ${rc}")
   endif()
   message(STATUS "scratch directory: ${dir}")
   set(${var} ${dir} PARENT_SCOPE)
