@@ -502,14 +502,13 @@ struct Attender {
     ForEachBlock(t, [&](const KvRun& run, std::int64_t tb, std::int64_t kb) {
       const Stored* k = static_cast<const Stored*>(run.k) + (tb - run.begin) * run.k_stride;
       const Stored* v = static_cast<const Stored*>(run.v) + (tb - run.begin) * run.v_stride;
-      Prefetch pf;
-      pf.k = k;
-      pf.v = v;
-      pf.k_stride = run.k_stride;
-      pf.v_stride = run.v_stride;
-      pf.rows = kb;
-      pf.d = t.d;
-      pf.dv = t.dv;
+      const Prefetch pf{.k = k,
+                        .v = v,
+                        .k_stride = run.k_stride,
+                        .v_stride = run.v_stride,
+                        .rows = kb,
+                        .d = t.d,
+                        .dv = t.dv};
       Block(t, w.rows_total, w.qd, w.qs, w.s, w.alpha, k, run.k_stride, v, run.v_stride, tb, kb,
             pf);
     });

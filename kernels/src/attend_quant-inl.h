@@ -328,14 +328,13 @@ struct QuantAttender {
     Float::ForEachBlock(t, [&](const KvRun& run, std::int64_t tb, std::int64_t kb) {
       const auto* k = static_cast<const std::uint8_t*>(run.k) + (tb - run.begin) * run.k_stride;
       const auto* v = static_cast<const std::uint8_t*>(run.v) + (tb - run.begin) * run.v_stride;
-      Prefetch pf;
-      pf.k = k;
-      pf.v = v;
-      pf.k_stride = run.k_stride;
-      pf.v_stride = run.v_stride;
-      pf.rows = kb;
-      pf.k_bytes = k_bytes;
-      pf.v_bytes = v_bytes;
+      const Prefetch pf{.k = k,
+                        .v = v,
+                        .k_stride = run.k_stride,
+                        .v_stride = run.v_stride,
+                        .rows = kb,
+                        .k_bytes = k_bytes,
+                        .v_bytes = v_bytes};
       Block(t, w.rows_total, w.qd, w.qs, w.s, w.alpha, k, run.k_stride, v, run.v_stride, tb, kb,
             pf);
     });
