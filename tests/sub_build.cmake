@@ -5,10 +5,26 @@
 # so two runs at once never share or delete each other's files.
 function(ringkv_scratch_dir var parent)
   file(MAKE_DIRECTORY ${parent})
-  execute_process(COMMAND mktemp -d ${parent}/run.XXXXXX
+  ringkv_mktemp_dir(dir ${parent}/run.XXXXXX)
+  set(${var} ${dir} PARENT_SCOPE)
+endfunction()
+
+# ringkv_sibling_scratch_dir(<var> <build dir> <name>): a new directory next to
+# <build dir>, named <build dir>-<name>.XXXXXX. A tree built there sits as deep
+# below the source tree as <build dir> itself, so with ccache's base directory at
+# the source tree (tools/test.sh) its compile commands are the same, relative
+# paths included, and it reuses the objects <build dir> compiled: building the
+# option trees then costs a few links, not another cold build.
+function(ringkv_sibling_scratch_dir var build_dir name)
+  ringkv_mktemp_dir(dir ${build_dir}-${name}.XXXXXX)
+  set(${var} ${dir} PARENT_SCOPE)
+endfunction()
+
+function(ringkv_mktemp_dir var template)
+  execute_process(COMMAND mktemp -d ${template}
                   OUTPUT_VARIABLE dir OUTPUT_STRIP_TRAILING_WHITESPACE RESULT_VARIABLE rc)
   if(rc)
-    message(FATAL_ERROR "mktemp -d under ${parent} failed: ${rc}")
+    message(FATAL_ERROR "mktemp -d ${template} failed: ${rc}")
   endif()
   message(STATUS "scratch directory: ${dir}")
   set(${var} ${dir} PARENT_SCOPE)

@@ -1,9 +1,10 @@
 # Tests that build ringkv the way others will: embedded with add_subdirectory,
 # and with every combination of the build options. Both configure and build new
 # trees with this tree's compiler, flags and options, written to a settings file
-# that their scripts read; their trees share one compiler cache (ccache), so a
-# second run, or the other test, mostly copies objects. Each builds on every
-# core, hence RUN_SERIAL; the timeout covers a cold cache on two busy cores.
+# that their scripts read. Their trees sit next to this one and share its
+# compiler cache (ccache, sub_build.cmake), so when this tree was built through
+# ccache (tools/test.sh) they mostly copy its objects. Each builds on every core,
+# hence RUN_SERIAL; the timeout covers a cold cache on two busy cores.
 set(_ringkv_sub_build_args
   -G "${CMAKE_GENERATOR}"
   "-DCMAKE_CXX_COMPILER=${CMAKE_CXX_COMPILER}"
@@ -28,13 +29,13 @@ if(NOT RINGKV_ASAN AND NOT RINGKV_UBSAN AND NOT RINGKV_TSAN)
   add_test(NAME subdirectory_consumer
     COMMAND ${CMAKE_COMMAND}
       -DSOURCE_DIR=${PROJECT_SOURCE_DIR}
-      -DWORK_DIR=${CMAKE_CURRENT_BINARY_DIR}/subdirectory_consumer
+      -DBUILD_DIR=${CMAKE_BINARY_DIR}
       -DSETTINGS=${_ringkv_sub_build_settings}
       -P ${CMAKE_CURRENT_SOURCE_DIR}/subdirectory_consumer/run.cmake)
   add_test(NAME build_options
     COMMAND ${CMAKE_COMMAND}
       -DSOURCE_DIR=${PROJECT_SOURCE_DIR}
-      -DWORK_DIR=${CMAKE_CURRENT_BINARY_DIR}/build_options
+      -DBUILD_DIR=${CMAKE_BINARY_DIR}
       -DSETTINGS=${_ringkv_sub_build_settings}
       -P ${CMAKE_CURRENT_SOURCE_DIR}/build_options/run.cmake)
   set_tests_properties(subdirectory_consumer PROPERTIES TIMEOUT 600 RUN_SERIAL TRUE)

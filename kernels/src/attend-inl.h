@@ -14,6 +14,7 @@
 
 #include "attend_tile.h"
 #include "fill_kernels.h"
+#include "row_tiles-inl.h"
 #include "simd_compat-inl.h"
 
 namespace ringkv::kernels {
@@ -445,44 +446,70 @@ struct Attender {
     return any_hidden;
   }
 
-  static void Attend(const AttendTile& t) {
-    const std::int64_t rows_total = t.heads * t.rows;
-    const std::int64_t qd = (t.d + 15) / 16 * 16;
-    float* qs = t.scratch;                    // [rows_total, qd] scaled queries
-    float* s = qs + rows_total * qd;          // [rows_total, block] scores, then p
-    float* alpha = s + rows_total * t.block;  // [rows_total]
+  // The tile's scratch as the block steps use it.
+  struct Scratch {
+    std::int64_t rows_total = 0;
+    std::int64_t qd = 0;     // row stride of qs: D rounded up to 16
+    float* qs = nullptr;     // [rows_total, qd] scaled queries
+    float* s = nullptr;      // [rows_total, block] scores, then p
+    float* alpha = nullptr;  // [rows_total]
+  };
+
+  // Lays out the scratch, writes each query row through scale(q, dst) and
+  // resets every row's softmax state (m = -inf, l = 0, acc = 0).
+  template <class ScaleRow>
+  static Scratch Begin(const AttendTile& t, const ScaleRow& scale) {
+    Scratch w;
+    w.rows_total = t.heads * t.rows;
+    w.qd = (t.d + 15) / 16 * 16;
+    w.qs = t.scratch;
+    w.s = w.qs + w.rows_total * w.qd;
+    w.alpha = w.s + w.rows_total * t.block;
     for (std::int64_t g = 0; g < t.heads; ++g) {
       for (std::int64_t i = 0; i < t.rows; ++i) {
         const std::int64_t qi = t.q_rows != nullptr ? t.q_rows[i] : i;
-        const float* q = t.q + g * t.q_head_stride + qi * t.q_row_stride;
-        float* dst = qs + (g * t.rows + i) * qd;
-        for (std::int64_t c = 0; c < t.d; ++c) dst[c] = q[c] * t.scale;
+        scale(t.q + g * t.q_head_stride + qi * t.q_row_stride, w.qs + (g * t.rows + i) * w.qd);
       }
     }
-    for (std::int64_t r = 0; r < rows_total; ++r) {
+    for (std::int64_t r = 0; r < w.rows_total; ++r) {
       t.m[r] = kAttendNegInf;
       t.l[r] = 0.0f;
       for (std::int64_t c = 0; c < t.dv; ++c) t.acc[r * t.acc_stride + c] = 0.0f;
     }
+    return w;
+  }
+
+  // Calls block(run, tb, kb) for each block of kb <= t.block keys, from key tb,
+  // of each run's part of [t0, t1).
+  template <class BlockStep>
+  static void ForEachBlock(const AttendTile& t, const BlockStep& block) {
     for (std::int64_t ri = 0; ri < t.run_count; ++ri) {
       const KvRun& run = t.runs[ri];
       const std::int64_t first = run.begin > t.t0 ? run.begin : t.t0;
       const std::int64_t end = run.begin + run.count < t.t1 ? run.begin + run.count : t.t1;
       for (std::int64_t tb = first; tb < end; tb += t.block) {
-        const std::int64_t kb = end - tb < t.block ? end - tb : t.block;
-        const Stored* k = static_cast<const Stored*>(run.k) + (tb - run.begin) * run.k_stride;
-        const Stored* v = static_cast<const Stored*>(run.v) + (tb - run.begin) * run.v_stride;
-        Prefetch pf;
-        pf.k = k;
-        pf.v = v;
-        pf.k_stride = run.k_stride;
-        pf.v_stride = run.v_stride;
-        pf.rows = kb;
-        pf.d = t.d;
-        pf.dv = t.dv;
-        Block(t, rows_total, qd, qs, s, alpha, k, run.k_stride, v, run.v_stride, tb, kb, pf);
+        block(run, tb, end - tb < t.block ? end - tb : t.block);
       }
     }
+  }
+
+  static void Attend(const AttendTile& t) {
+    const Scratch w = Begin(t, [&](const float* q, float* dst) {
+      for (std::int64_t c = 0; c < t.d; ++c) dst[c] = q[c] * t.scale;
+    });
+    ForEachBlock(t, [&](const KvRun& run, std::int64_t tb, std::int64_t kb) {
+      const Stored* k = static_cast<const Stored*>(run.k) + (tb - run.begin) * run.k_stride;
+      const Stored* v = static_cast<const Stored*>(run.v) + (tb - run.begin) * run.v_stride;
+      const Prefetch pf{.k = k,
+                        .v = v,
+                        .k_stride = run.k_stride,
+                        .v_stride = run.v_stride,
+                        .rows = kb,
+                        .d = t.d,
+                        .dv = t.dv};
+      Block(t, w.rows_total, w.qd, w.qs, w.s, w.alpha, k, run.k_stride, v, run.v_stride, tb, kb,
+            pf);
+    });
   }
 
   static void Block(const AttendTile& t, std::int64_t rows_total, std::int64_t qd, const float* qs,
@@ -491,35 +518,11 @@ struct Attender {
     if (BlockHidden(t, tb, kb)) return;  // before spending any work
     // Only the first row group prefetches: each K/V row is requested once.
     const Prefetch none;
-    std::int64_t r = 0;
-    if constexpr (kWideRows > 0) {
-      if (rows_total >= kWideTileRows) {
-        for (; r + kWideRows <= rows_total; r += kWideRows) {
-          ScoreRows<kWideRows, 2>(qs + r * qd, qd, k, k_stride, kb, t.d, s + r * t.block, t.block,
-                                  r == 0 ? pf : none);
-        }
-      }
-    }
-    for (; r + 4 <= rows_total; r += 4) {
-      ScoreRows<4, kScoreKeys>(qs + r * qd, qd, k, k_stride, kb, t.d, s + r * t.block, t.block,
-                               r == 0 ? pf : none);
-    }
-    switch (rows_total - r) {
-      case 3:
-        ScoreRows<3, 2>(qs + r * qd, qd, k, k_stride, kb, t.d, s + r * t.block, t.block,
-                        r == 0 ? pf : none);
-        break;
-      case 2:
-        ScoreRows<2, 4>(qs + r * qd, qd, k, k_stride, kb, t.d, s + r * t.block, t.block,
-                        r == 0 ? pf : none);
-        break;
-      case 1:
-        ScoreRows<1, 8>(qs + r * qd, qd, k, k_stride, kb, t.d, s + r * t.block, t.block,
-                        r == 0 ? pf : none);
-        break;
-      default:
-        break;
-    }
+    ForEachRowTile<kWideRows, 2, kScoreKeys, 2>(
+        rows_total, kWideTileRows, [&]<int R, int K>(std::int64_t r) {
+          ScoreRows<R, K>(qs + r * qd, qd, k, k_stride, kb, t.d, s + r * t.block, t.block,
+                          r == 0 ? pf : none);
+        });
     if (!MaskBlock(t, tb, kb, s)) return;
     if (Softmax(t, rows_total, kb, s, alpha)) {
       Accumulate<true>(t, rows_total, s, alpha, v, v_stride, kb);
@@ -532,36 +535,11 @@ struct Attender {
   static void Accumulate(const AttendTile& t, std::int64_t rows_total, const float* s,
                          const float* alpha, const Stored* v, std::int64_t v_stride,
                          std::int64_t kb) {
-    std::int64_t r = 0;
-    if constexpr (kWideRows > 0) {
-      if (rows_total >= kWideTileRows) {
-        for (; r + kWideRows <= rows_total; r += kWideRows) {
-          AccumulateRows<kWideRows, 2, kSkipHidden>(s + r * t.block, t.block, alpha + r, v,
-                                                    v_stride, kb, t.dv, t.acc + r * t.acc_stride,
-                                                    t.acc_stride);
-        }
-      }
-    }
-    for (; r + 4 <= rows_total; r += 4) {
-      AccumulateRows<4, kAccChunks, kSkipHidden>(s + r * t.block, t.block, alpha + r, v, v_stride,
-                                                 kb, t.dv, t.acc + r * t.acc_stride, t.acc_stride);
-    }
-    switch (rows_total - r) {
-      case 3:
-        AccumulateRows<3, 2, kSkipHidden>(s + r * t.block, t.block, alpha + r, v, v_stride, kb,
-                                          t.dv, t.acc + r * t.acc_stride, t.acc_stride);
-        break;
-      case 2:
-        AccumulateRows<2, 4, kSkipHidden>(s + r * t.block, t.block, alpha + r, v, v_stride, kb,
-                                          t.dv, t.acc + r * t.acc_stride, t.acc_stride);
-        break;
-      case 1:
-        AccumulateRows<1, 8, kSkipHidden>(s + r * t.block, t.block, alpha + r, v, v_stride, kb,
-                                          t.dv, t.acc + r * t.acc_stride, t.acc_stride);
-        break;
-      default:
-        break;
-    }
+    ForEachRowTile<kWideRows, 2, kAccChunks, 2>(
+        rows_total, kWideTileRows, [&]<int R, int VC>(std::int64_t r) {
+          AccumulateRows<R, VC, kSkipHidden>(s + r * t.block, t.block, alpha + r, v, v_stride, kb,
+                                             t.dv, t.acc + r * t.acc_stride, t.acc_stride);
+        });
   }
 };
 

@@ -264,27 +264,10 @@ struct QuantAttender {
                          std::int64_t kb) {
     // int4 chunks hold two batches per span: half the spans of int8 per register tile.
     constexpr int kWide = kV == DType::kI8 ? 2 : 1;
-    std::int64_t r = 0;
-    for (; r + 4 <= rows_total; r += 4) {
-      AccumulateRows<4, kWide, kSkipHidden>(s + r * t.block, t.block, alpha + r, v, v_stride, kb,
-                                            t.dv, t.acc + r * t.acc_stride, t.acc_stride);
-    }
-    switch (rows_total - r) {
-      case 3:
-        AccumulateRows<3, kWide, kSkipHidden>(s + r * t.block, t.block, alpha + r, v, v_stride, kb,
-                                              t.dv, t.acc + r * t.acc_stride, t.acc_stride);
-        break;
-      case 2:
-        AccumulateRows<2, 2 * kWide, kSkipHidden>(s + r * t.block, t.block, alpha + r, v, v_stride,
-                                                  kb, t.dv, t.acc + r * t.acc_stride, t.acc_stride);
-        break;
-      case 1:
-        AccumulateRows<1, 4 * kWide, kSkipHidden>(s + r * t.block, t.block, alpha + r, v, v_stride,
-                                                  kb, t.dv, t.acc + r * t.acc_stride, t.acc_stride);
-        break;
-      default:
-        break;
-    }
+    ForEachRowTile<0, 0, kWide, kWide>(rows_total, 0, [&]<int R, int VC>(std::int64_t r) {
+      AccumulateRows<R, VC, kSkipHidden>(s + r * t.block, t.block, alpha + r, v, v_stride, kb, t.dv,
+                                         t.acc + r * t.acc_stride, t.acc_stride);
+    });
   }
 
   static void Block(const AttendTile& t, std::int64_t rows_total, std::int64_t qd, const float* qs,
@@ -293,27 +276,10 @@ struct QuantAttender {
                     const Prefetch& pf) {
     if (Float::BlockHidden(t, tb, kb)) return;
     const Prefetch none;
-    std::int64_t r = 0;
-    for (; r + 4 <= rows_total; r += 4) {
-      ScoreRows<4, kScoreKeys>(qs + r * qd, qd, k, k_stride, kb, t.d, s + r * t.block, t.block,
-                               r == 0 ? pf : none);
-    }
-    switch (rows_total - r) {
-      case 3:
-        ScoreRows<3, 2>(qs + r * qd, qd, k, k_stride, kb, t.d, s + r * t.block, t.block,
-                        r == 0 ? pf : none);
-        break;
-      case 2:
-        ScoreRows<2, 4>(qs + r * qd, qd, k, k_stride, kb, t.d, s + r * t.block, t.block,
-                        r == 0 ? pf : none);
-        break;
-      case 1:
-        ScoreRows<1, 8>(qs + r * qd, qd, k, k_stride, kb, t.d, s + r * t.block, t.block,
-                        r == 0 ? pf : none);
-        break;
-      default:
-        break;
-    }
+    ForEachRowTile<0, 0, kScoreKeys, 2>(rows_total, 0, [&]<int R, int K>(std::int64_t r) {
+      ScoreRows<R, K>(qs + r * qd, qd, k, k_stride, kb, t.d, s + r * t.block, t.block,
+                      r == 0 ? pf : none);
+    });
     if (!Float::MaskBlock(t, tb, kb, s)) return;
     const bool any_hidden = Float::Softmax(t, rows_total, kb, s, alpha);
     if constexpr (kV == DType::kI8) FoldVScales(t, rows_total, s, v, v_stride, kb);
@@ -355,45 +321,24 @@ struct QuantAttender {
   }
 
   static void Attend(const AttendTile& t) {
-    const std::int64_t rows_total = t.heads * t.rows;
-    const std::int64_t qd = (t.d + 15) / 16 * 16;
-    float* qs = t.scratch;                    // [rows_total, qd] scaled queries
-    float* s = qs + rows_total * qd;          // [rows_total, block] scores, then p
-    float* alpha = s + rows_total * t.block;  // [rows_total]
-    for (std::int64_t g = 0; g < t.heads; ++g) {
-      for (std::int64_t i = 0; i < t.rows; ++i) {
-        const std::int64_t qi = t.q_rows != nullptr ? t.q_rows[i] : i;
-        ScaleQuery(t.q + g * t.q_head_stride + qi * t.q_row_stride, t.scale, t.d,
-                   qs + (g * t.rows + i) * qd);
-      }
-    }
-    for (std::int64_t r = 0; r < rows_total; ++r) {
-      t.m[r] = kAttendNegInf;
-      t.l[r] = 0.0f;
-      for (std::int64_t c = 0; c < t.dv; ++c) t.acc[r * t.acc_stride + c] = 0.0f;
-    }
+    const auto w =
+        Float::Begin(t, [&](const float* q, float* dst) { ScaleQuery(q, t.scale, t.d, dst); });
     const auto k_bytes = static_cast<std::int64_t>(RowBytes(kK, t.d));
     const auto v_bytes = static_cast<std::int64_t>(RowBytes(kV, t.dv));
-    for (std::int64_t ri = 0; ri < t.run_count; ++ri) {
-      const KvRun& run = t.runs[ri];
-      const std::int64_t first = run.begin > t.t0 ? run.begin : t.t0;
-      const std::int64_t end = run.begin + run.count < t.t1 ? run.begin + run.count : t.t1;
-      for (std::int64_t tb = first; tb < end; tb += t.block) {
-        const std::int64_t kb = end - tb < t.block ? end - tb : t.block;
-        const auto* k = static_cast<const std::uint8_t*>(run.k) + (tb - run.begin) * run.k_stride;
-        const auto* v = static_cast<const std::uint8_t*>(run.v) + (tb - run.begin) * run.v_stride;
-        Prefetch pf;
-        pf.k = k;
-        pf.v = v;
-        pf.k_stride = run.k_stride;
-        pf.v_stride = run.v_stride;
-        pf.rows = kb;
-        pf.k_bytes = k_bytes;
-        pf.v_bytes = v_bytes;
-        Block(t, rows_total, qd, qs, s, alpha, k, run.k_stride, v, run.v_stride, tb, kb, pf);
-      }
-    }
-    if constexpr (kV == DType::kI4) UnpermuteAcc(t, rows_total);
+    Float::ForEachBlock(t, [&](const KvRun& run, std::int64_t tb, std::int64_t kb) {
+      const auto* k = static_cast<const std::uint8_t*>(run.k) + (tb - run.begin) * run.k_stride;
+      const auto* v = static_cast<const std::uint8_t*>(run.v) + (tb - run.begin) * run.v_stride;
+      const Prefetch pf{.k = k,
+                        .v = v,
+                        .k_stride = run.k_stride,
+                        .v_stride = run.v_stride,
+                        .rows = kb,
+                        .k_bytes = k_bytes,
+                        .v_bytes = v_bytes};
+      Block(t, w.rows_total, w.qd, w.qs, w.s, w.alpha, k, run.k_stride, v, run.v_stride, tb, kb,
+            pf);
+    });
+    if constexpr (kV == DType::kI4) UnpermuteAcc(t, w.rows_total);
   }
 };
 

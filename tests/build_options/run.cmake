@@ -8,11 +8,15 @@
 cmake_minimum_required(VERSION 3.25)
 include(${CMAKE_CURRENT_LIST_DIR}/../sub_build.cmake)
 include(${SETTINGS})
-ringkv_scratch_dir(WORK_DIR ${WORK_DIR})
+# Each tree is built in turn in one directory next to the tree that runs the
+# test (BUILD_DIR), so every compile can be a compiler-cache hit on that tree's
+# objects (sub_build.cmake); the directory is emptied between trees.
+ringkv_sibling_scratch_dir(WORK_DIR ${BUILD_DIR} build_options)
 
 # The eight trees compile the same sources with the same flags: a compiler cache
 # turns all but the first compile of each source into a copy, so building all
-# eight costs about one full build.
+# eight costs about one full build, or a few links when BUILD_DIR's objects are
+# in the cache.
 ringkv_compiler_cache(launcher ${SOURCE_DIR})
 if(launcher OR RINGKV_SUB_BUILD_ARGS MATCHES "CMAKE_CXX_COMPILER_LAUNCHER")
   set(build_all TRUE)
@@ -47,12 +51,12 @@ foreach(tests IN ITEMS OFF ON)
       string(TIMESTAMP start "%s")
       ringkv_step("configure of ${combo}" ${CMAKE_COMMAND} --no-warn-unused-cli
                   ${RINGKV_SUB_BUILD_ARGS} ${launcher}
-                  -S ${SOURCE_DIR} -B ${WORK_DIR}/${combo} -DRINGKV_BUILD_TESTS=${tests}
+                  -S ${SOURCE_DIR} -B ${WORK_DIR} -DRINGKV_BUILD_TESTS=${tests}
                   -DRINGKV_BUILD_BENCHMARKS=${benchmarks} -DRINGKV_BUILD_TOOLS=${tools}
                   -DRINGKV_BUILD_PYTHON=OFF -DCMAKE_DISABLE_FIND_PACKAGE_pybind11=ON
                   -DCMAKE_DISABLE_FIND_PACKAGE_Python3=ON ${hidden})
       if(build_all OR combo IN_LIST fallback_trees)
-        ringkv_step("build of ${combo}" ${CMAKE_COMMAND} --build ${WORK_DIR}/${combo}
+        ringkv_step("build of ${combo}" ${CMAKE_COMMAND} --build ${WORK_DIR}
                     --parallel ${RINGKV_SUB_BUILD_JOBS})
         set(what "configured and built")
       else()
@@ -61,8 +65,9 @@ foreach(tests IN ITEMS OFF ON)
       string(TIMESTAMP end "%s")
       math(EXPR seconds "${end} - ${start}")
       message(STATUS "${combo}: ${what} in ${seconds} s")
-      # Frees the disk before the next tree.
-      file(REMOVE_RECURSE ${WORK_DIR}/${combo})
+      # The next tree starts empty (and the disk is freed).
+      file(REMOVE_RECURSE ${WORK_DIR})
+      file(MAKE_DIRECTORY ${WORK_DIR})
     endforeach()
   endforeach()
 endforeach()
@@ -73,18 +78,18 @@ set(combo python-only)
 string(TIMESTAMP start "%s")
 ringkv_step("configure of ${combo}" ${CMAKE_COMMAND} --no-warn-unused-cli
             ${RINGKV_SUB_BUILD_ARGS} ${launcher}
-            -S ${SOURCE_DIR} -B ${WORK_DIR}/${combo} -DRINGKV_BUILD_TESTS=OFF
+            -S ${SOURCE_DIR} -B ${WORK_DIR} -DRINGKV_BUILD_TESTS=OFF
             -DRINGKV_BUILD_BENCHMARKS=OFF -DRINGKV_BUILD_TOOLS=OFF -DRINGKV_BUILD_PYTHON=ON
             -DCMAKE_DISABLE_FIND_PACKAGE_GTest=ON -DCMAKE_DISABLE_FIND_PACKAGE_benchmark=ON
             -DCMAKE_DISABLE_FIND_PACKAGE_CLI11=ON)
-ringkv_step("build of ${combo}" ${CMAKE_COMMAND} --build ${WORK_DIR}/${combo}
+ringkv_step("build of ${combo}" ${CMAKE_COMMAND} --build ${WORK_DIR}
             --parallel ${RINGKV_SUB_BUILD_JOBS})
-load_cache(${WORK_DIR}/${combo} READ_WITH_PREFIX built_ Python3_EXECUTABLE _Python3_EXECUTABLE)
+load_cache(${WORK_DIR} READ_WITH_PREFIX built_ Python3_EXECUTABLE _Python3_EXECUTABLE)
 if(NOT built_Python3_EXECUTABLE)
   set(built_Python3_EXECUTABLE ${built__Python3_EXECUTABLE})  # FindPython3's own entry
 endif()
 ringkv_step("import of ringkv from ${combo}" ${CMAKE_COMMAND} -E env
-            PYTHONPATH=${WORK_DIR}/${combo}/python PYTHONDONTWRITEBYTECODE=1
+            PYTHONPATH=${WORK_DIR}/python PYTHONDONTWRITEBYTECODE=1
             ${built_Python3_EXECUTABLE} -c "import ringkv; ringkv.KVCache()")
 string(TIMESTAMP end "%s")
 math(EXPR seconds "${end} - ${start}")

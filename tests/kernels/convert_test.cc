@@ -17,19 +17,16 @@
 #include "ringkv/kernels/dtype.h"
 #include "ringkv/kernels/isa.h"
 #include "ringkv/kernels/kernel_table.h"
+#include "tier_name.h"
 
 namespace ringkv::kernels {
 namespace {
 
+using test::TierName;
+
 constexpr std::uint32_t kCanary32 = 0xA5A5A5A5u;
 constexpr std::uint16_t kCanary16 = 0xA5A5u;
 constexpr std::uint32_t kF32Quiet = 0x00400000u;  // the quiet bit of an f32 NaN
-
-std::string TierName(const ::testing::TestParamInfo<Isa>& info) {
-  std::string name;
-  for (char c : IsaName(info.param)) name += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
-  return name;
-}
 
 bool IsF16Nan(std::uint16_t h) { return (h & 0x7C00u) == 0x7C00u && (h & 0x3FFu) != 0; }
 bool IsBF16Nan(std::uint16_t h) { return (h & 0x7F80u) == 0x7F80u && (h & 0x7Fu) != 0; }

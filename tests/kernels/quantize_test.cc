@@ -19,17 +19,14 @@
 #include "ringkv/kernels/dtype.h"
 #include "ringkv/kernels/isa.h"
 #include "ringkv/kernels/kernel_table.h"
+#include "tier_name.h"
 
 namespace ringkv::kernels {
 namespace {
 
-constexpr std::uint8_t kCanary = 0xA5;
+using test::TierName;
 
-std::string TierName(const ::testing::TestParamInfo<Isa>& info) {
-  std::string name;
-  for (char c : IsaName(info.param)) name += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
-  return name;
-}
+constexpr std::uint8_t kCanary = 0xA5;
 
 float ScaleAt(const std::uint8_t* p) {
   float s;

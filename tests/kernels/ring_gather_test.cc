@@ -11,15 +11,12 @@
 
 #include "ringkv/kernels/isa.h"
 #include "ringkv/kernels/kernel_table.h"
+#include "tier_name.h"
 
 namespace ringkv::kernels {
 namespace {
 
-std::string TierName(const ::testing::TestParamInfo<Isa>& info) {
-  std::string name;
-  for (char c : IsaName(info.param)) name += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
-  return name;
-}
+using test::TierName;
 
 class RingGatherTest : public ::testing::TestWithParam<Isa> {
  protected:

@@ -24,9 +24,12 @@
 #include "ringkv/kernels/thread_pool.h"
 #include "sdpa_run.h"
 #include "support/sdpa_reference.h"
+#include "tier_name.h"
 
 namespace ringkv::kernels {
 namespace {
+
+using test::TierName;
 
 using I64 = std::int64_t;
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
@@ -292,12 +295,6 @@ TEST_P(SdpaNonfiniteTest, NaNValueReachesOnlyRowsThatSeeIt) {
       }
     }
   }
-}
-
-std::string TierName(const ::testing::TestParamInfo<Isa>& info) {
-  std::string name;
-  for (char c : IsaName(info.param)) name += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
-  return name;
 }
 
 INSTANTIATE_TEST_SUITE_P(AllIsas, SdpaNonfiniteTest, ::testing::ValuesIn(AvailableIsas()),

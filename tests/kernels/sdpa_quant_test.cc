@@ -21,13 +21,17 @@
 #include "ringkv/kernels/kernel_table.h"
 #include "ringkv/kernels/sdpa.h"
 #include "ringkv/kernels/thread_pool.h"
+#include "sdpa_error.h"
 #include "sdpa_run.h"
 #include "support/sdpa_reference.h"
+#include "tier_name.h"
 
 namespace ringkv::kernels {
 namespace {
 
+using test::MaxAbsError;
 using test::ReferenceSdpa;
+using test::TierName;
 using I64 = std::int64_t;
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
@@ -127,26 +131,6 @@ void MakeProblem(const QCase& c, std::uint32_t seed, QProblem& p) {
     p.params.mask.data = p.boolean.data();
     p.params.mask.strides = {c.seq_l * c.seq_t, 0, c.seq_t, 1};
   }
-}
-
-double MaxAbsError(const QCase& c, const QProblem& p, const std::vector<double>& ref) {
-  double worst = 0.0;
-  for (I64 b = 0; b < c.batch; ++b) {
-    for (I64 h = 0; h < c.hq; ++h) {
-      for (I64 i = 0; i < c.seq_l; ++i) {
-        for (I64 e = 0; e < c.dv; ++e) {
-          const float got = p.out[static_cast<std::size_t>(b * p.params.out_strides[0] +
-                                                           h * p.params.out_strides[1] +
-                                                           i * p.params.out_strides[2] + e)];
-          const double want =
-              ref[static_cast<std::size_t>(((b * c.hq + h) * c.seq_l + i) * c.dv + e)];
-          if (!std::isfinite(got)) return std::numeric_limits<double>::infinity();
-          worst = std::max(worst, std::abs(static_cast<double>(got) - want));
-        }
-      }
-    }
-  }
-  return worst;
 }
 
 // Tolerances: about 3x the worst max abs error measured over the scalar, SSE4.2
@@ -253,12 +237,6 @@ std::vector<Prepared>& PreparedCases() {
   return prepared;
 }
 
-std::string TierName(const ::testing::TestParamInfo<Isa>& info) {
-  std::string name;
-  for (char c : IsaName(info.param)) name += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
-  return name;
-}
-
 class SdpaQuantTest : public ::testing::TestWithParam<Isa> {
  protected:
   const KernelTable& Table() const { return *KernelsFor(GetParam()); }
@@ -270,7 +248,7 @@ TEST_P(SdpaQuantTest, MatchesReferenceOverDequantisedValues) {
     for (Prepared& pc : PreparedCases()) {
       std::fill(pc.p.out.begin(), pc.p.out.end(), kInf);
       test::RunSdpa(pc.p.params, Table(), pool);
-      const double err = MaxAbsError(pc.c, pc.p, pc.ref);
+      const double err = MaxAbsError(pc.p.params, pc.ref);
       EXPECT_LE(err, pc.c.tol) << pc.c.name << " threads " << threads;
       std::printf("[ %s ] %-32s threads %d max abs error %.3g\n",
                   std::string(IsaName(GetParam())).c_str(), pc.c.name.c_str(), threads, err);
