@@ -91,6 +91,8 @@ FmaLoop FmaLoopFor(kernels::Isa isa) {
 #else
       break;  // not built, so KernelsFor(kAvx512) is null
 #endif
+    case kernels::Isa::kNeon:
+      break;  // the benchmarks are x86-64 only (docs/arm64.md)
   }
   Expects(false);
   return {};

@@ -24,6 +24,8 @@ UnfusedPasses UnfusedPassesFor(kernels::Isa isa) {
       FillUnfusedAvx512(passes);
 #endif
       break;
+    case kernels::Isa::kNeon:
+      break;  // the benchmarks are x86-64 only (docs/arm64.md), so KernelsFor(kNeon) is null
   }
   Ensures(passes.scores != nullptr);
   return passes;

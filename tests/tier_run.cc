@@ -1,6 +1,6 @@
 // ringkv_tier_run <tier> <command> [args...]
 // Runs <command> with the process tier cap RINGKV_ISA=<tier> (scalar, sse42,
-// avx2, avx512), so that a whole suite runs on that tier. When this CPU cannot
+// avx2, avx512, neon), so that a whole suite runs on that tier. When this CPU cannot
 // run <tier>, it runs nothing and instead checks that the tier is refused: not
 // available from the kernels and an error from ringkv::Context. Exits 0 on
 // success, the command's status when it runs, 1 when the refusal check fails and
@@ -23,7 +23,7 @@ using ringkv::kernels::Isa;
 
 int CheckRefused(Isa tier, const std::string& key) {
   const Isa best = ringkv::kernels::BestKernels().isa;
-  if (ringkv::kernels::KernelsFor(tier) != nullptr || best >= tier) {
+  if (ringkv::kernels::KernelsFor(tier) != nullptr || best == tier) {
     std::fprintf(stderr, "ringkv_tier_run: %s is unavailable but was offered\n", key.c_str());
     return 1;
   }
@@ -45,7 +45,8 @@ int CheckRefused(Isa tier, const std::string& key) {
 int main(int argc, char** argv) {
   const std::optional<Isa> tier = argc >= 3 ? ringkv::kernels::IsaFromKey(argv[1]) : std::nullopt;
   if (!tier) {
-    std::fprintf(stderr, "usage: ringkv_tier_run scalar|sse42|avx2|avx512 <command> [args...]\n");
+    std::fprintf(stderr,
+                 "usage: ringkv_tier_run scalar|sse42|avx2|avx512|neon <command> [args...]\n");
     return 2;
   }
   const std::string key = argv[1];

@@ -10,10 +10,16 @@ int main() {
   using namespace ringkv::kernels;
   const CpuFeatures f = DetectCpu();
   const auto yes = [](bool b) { return b ? "yes" : "no"; };
-  std::printf("sse4.2 %s | avx %s | avx2 %s | fma %s | f16c %s\n", yes(f.sse42), yes(f.avx),
-              yes(f.avx2), yes(f.fma), yes(f.f16c));
-  std::printf("avx512f %s | avx512cd %s | avx512dq %s | avx512bw %s | avx512vl %s\n",
-              yes(f.avx512f), yes(f.avx512cd), yes(f.avx512dq), yes(f.avx512bw), yes(f.avx512vl));
+  // The features of the family this build targets (the other family's read "no").
+  if (IsaCompiled(Isa::kNeon)) {
+    std::printf("asimd %s | asimdhp %s | fphp %s | asimddp %s\n", yes(f.asimd), yes(f.asimdhp),
+                yes(f.fphp), yes(f.asimddp));
+  } else {
+    std::printf("sse4.2 %s | avx %s | avx2 %s | fma %s | f16c %s\n", yes(f.sse42), yes(f.avx),
+                yes(f.avx2), yes(f.fma), yes(f.f16c));
+    std::printf("avx512f %s | avx512cd %s | avx512dq %s | avx512bw %s | avx512vl %s\n",
+                yes(f.avx512f), yes(f.avx512cd), yes(f.avx512dq), yes(f.avx512bw), yes(f.avx512vl));
+  }
   const TierCapSetting& cap = TierCap();
   const std::string cap_key(IsaKey(cap.cap));
   if (cap.value.empty()) {
@@ -25,11 +31,11 @@ int main() {
                 cap_key.c_str(), cap.value.c_str());
   }
   std::printf("tiers: ");
-  for (Isa isa : {Isa::kScalar, Isa::kSse42, Isa::kAvx2, Isa::kAvx512}) {
-    const char* state = !IsaCompiled(isa)    ? "not compiled"
-                        : !IsaRunsOn(isa, f) ? "unsupported by this CPU"
-                        : isa > cap.cap      ? "above the cap"
-                                             : "available";
+  for (Isa isa : {Isa::kScalar, Isa::kSse42, Isa::kAvx2, Isa::kAvx512, Isa::kNeon}) {
+    const char* state = !IsaCompiled(isa)             ? "not compiled"
+                        : !IsaRunsOn(isa, f)          ? "unsupported by this CPU"
+                        : !IsaWithinCap(isa, cap.cap) ? "above the cap"
+                                                      : "available";
     std::printf("%s (%s)  ", std::string(IsaName(isa)).c_str(), state);
   }
   std::printf("\nchosen: %s\n", std::string(IsaName(BestKernels().isa)).c_str());

@@ -3,6 +3,8 @@
 #   tools/test.sh                 the normal build, in build/test
 #   tools/test.sh --sanitize      AddressSanitizer + UBSan (Debug, -O1), in build/sanitize
 #   tools/test.sh --tsan          ThreadSanitizer (RelWithDebInfo), in build/tsan
+#   tools/test.sh --arm64         AArch64 cross build (scalar + NEON tiers), in build/arm64,
+#                                 tests run under qemu-user (docs/arm64.md)
 # Each runs the whole ctest suite, which includes the end-to-end suites once per
 # kernel tier this machine has (label "tier", docs/kernels.md "Capping the tier");
 # --tsan leaves those per-tier reruns out. Each prints how long it took.
@@ -36,13 +38,35 @@ case "${1:-}" in
     # task differs), and the kernel suites still run every tier with threads.
     ctest_args=(--label-exclude tier)
     ;;
+  --arm64)
+    mode=arm64
+    # Emulation is slow (docs/arm64.md): the kernel, lib and cache suites only
+    # (RINGKV_EMULATED_TESTS), no debug info, and no benchmarks, Python, tools or
+    # fuzzers, which are x86-only or need a host interpreter.
+    cmake_args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -DNDEBUG"
+                --toolchain cmake/toolchains/aarch64-linux-gnu.cmake -DRINGKV_EMULATED_TESTS=ON
+                -DRINGKV_BUILD_BENCHMARKS=OFF -DRINGKV_BUILD_PYTHON=OFF -DRINGKV_BUILD_TOOLS=OFF
+                -DRINGKV_BUILD_FUZZERS=OFF -DRINGKV_INSTALL=OFF)
+    ;;
   *)
-    echo "usage: tools/test.sh [--sanitize | --tsan]" >&2
+    echo "usage: tools/test.sh [--sanitize | --tsan | --arm64]" >&2
     exit 2
     ;;
 esac
 
-tools/install_deps.sh
+if [ "$mode" = arm64 ]; then
+  # The cross compiler, qemu-user, and the arm64 builds of the compiled
+  # dependencies (multiarch); header-only ones come from the host's /usr.
+  as_root=()
+  [ "$(id -u)" -eq 0 ] || as_root=(sudo)
+  if ! dpkg --print-foreign-architectures | grep -qx arm64; then
+    "${as_root[@]}" dpkg --add-architecture arm64
+  fi
+  tools/install_deps.sh crossbuild-essential-arm64 qemu-user libgtest-dev:arm64 \
+    libgmock-dev:arm64 libfmt-dev:arm64 libxxhash-dev:arm64 libxsimd-dev:arm64
+else
+  tools/install_deps.sh
+fi
 build="build/$mode"
 # ccache lets the build_options and subdirectory_consumer tests reuse this build's
 # objects instead of compiling the library again for each tree: paths are hashed

@@ -59,9 +59,7 @@ FloatBatch<Arch> ExpNonPositive(const FloatBatch<Arch>& x) {
 template <class Arch>
 __attribute__((always_inline)) inline FloatBatch<Arch> LoadInRegister(const float* p) {
   typename FloatBatch<Arch>::register_type raw = FloatBatch<Arch>::load_unaligned(p);
-  // "v", not "x": with AVX-512 enabled "x" allows only registers 0-15, so the
-  // 4 x 4 score tile below would have to fit in half the register file.
-  asm("" : "+v"(raw));
+  PinToVectorRegister(raw);
   return FloatBatch<Arch>(raw);
 }
 

@@ -4,9 +4,14 @@
 
 namespace ringkv::kernels {
 void FillScalarKernels(KernelTable& table) noexcept;
+#ifdef RINGKV_HAVE_X86_TIERS
 void FillSse42Kernels(KernelTable& table) noexcept;
 void FillAvx2Kernels(KernelTable& table) noexcept;
+#endif
 #ifdef RINGKV_HAVE_AVX512
 void FillAvx512Kernels(KernelTable& table) noexcept;
+#endif
+#ifdef RINGKV_HAVE_NEON
+void FillNeonKernels(KernelTable& table) noexcept;
 #endif
 }  // namespace ringkv::kernels

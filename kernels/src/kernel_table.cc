@@ -24,6 +24,7 @@ const KernelTable* Compiled(Isa isa) noexcept {
       static const KernelTable scalar = Make(Isa::kScalar, FillScalarKernels);
       return &scalar;
     }
+#ifdef RINGKV_HAVE_X86_TIERS
     case Isa::kSse42: {
       static const KernelTable sse42 = Make(Isa::kSse42, FillSse42Kernels);
       return &sse42;
@@ -32,10 +33,23 @@ const KernelTable* Compiled(Isa isa) noexcept {
       static const KernelTable avx2 = Make(Isa::kAvx2, FillAvx2Kernels);
       return &avx2;
     }
+#else
+    case Isa::kSse42:
+    case Isa::kAvx2:
+      return nullptr;
+#endif
     case Isa::kAvx512: {
 #ifdef RINGKV_HAVE_AVX512
       static const KernelTable avx512 = Make(Isa::kAvx512, FillAvx512Kernels);
       return &avx512;
+#else
+      return nullptr;
+#endif
+    }
+    case Isa::kNeon: {
+#ifdef RINGKV_HAVE_NEON
+      static const KernelTable neon = Make(Isa::kNeon, FillNeonKernels);
+      return &neon;
 #else
       return nullptr;
 #endif
@@ -48,13 +62,14 @@ const KernelTable* Compiled(Isa isa) noexcept {
 
 const KernelTable* KernelsFor(Isa isa) noexcept {
   static const CpuFeatures features = DetectCpu();
-  if (!IsaCompiled(isa) || !IsaRunsOn(isa, features) || isa > TierCap().cap) return nullptr;
+  if (!IsaCompiled(isa) || !IsaRunsOn(isa, features) || !IsaWithinCap(isa, TierCap().cap))
+    return nullptr;
   return Compiled(isa);
 }
 
 const KernelTable& BestKernels() noexcept {
   static const KernelTable& best = []() -> const KernelTable& {
-    for (Isa isa : {Isa::kAvx512, Isa::kAvx2, Isa::kSse42}) {
+    for (Isa isa : {Isa::kAvx512, Isa::kAvx2, Isa::kSse42, Isa::kNeon}) {
       if (const KernelTable* t = KernelsFor(isa)) return *t;
     }
     return *Compiled(Isa::kScalar);

@@ -13,25 +13,9 @@
 namespace ringkv::kernels {
 namespace {
 
-// Sign-extends FloatBatch<Arch>::size int8 values to int32 lanes (vpmovsxbd).
-template <class Arch>
-I32Batch<Arch> LoadWidenI8(const std::uint8_t* p) {
-  constexpr std::size_t kLanes = I32Batch<Arch>::size;
-  if constexpr (kLanes == 16) {
-    return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-  } else if constexpr (kLanes == 8) {
-    return _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
-  } else {
-    static_assert(kLanes == 4, "unsupported batch width");
-    std::int32_t word;
-    __builtin_memcpy(&word, p, sizeof word);
-    return _mm_cvtepi8_epi32(_mm_cvtsi32_si128(word));
-  }
-}
-
 // int8 row values [c, c + size) as f32 (not yet scaled).
 template <class Arch>
-FloatBatch<Arch> LoadI8AsFloat(const std::uint8_t* p) {
+__attribute__((always_inline)) inline FloatBatch<Arch> LoadI8AsFloat(const std::uint8_t* p) {
   return xsimd::batch_cast<float>(LoadWidenI8<Arch>(p));
 }
 
@@ -41,33 +25,13 @@ FloatBatch<Arch> LoadI8AsFloat(const std::uint8_t* p) {
 // even * 2^28 and clearing the low nibble leaves odd * 16, both exact in f32;
 // the powers of two go into the scale (exact unless it is below 2^-98).
 template <class Arch>
-void LoadI4Scaled(const std::uint8_t* p, float scale, FloatBatch<Arch>& even,
-                  FloatBatch<Arch>& odd) {
+__attribute__((always_inline)) inline void LoadI4Scaled(const std::uint8_t* p, float scale,
+                                                        FloatBatch<Arch>& even,
+                                                        FloatBatch<Arch>& odd) {
   using B = FloatBatch<Arch>;
   const I32Batch<Arch> bytes = LoadWidenI8<Arch>(p);
   even = xsimd::batch_cast<float>(bytes << 28) * B(scale * 0x1p-28f);
   odd = xsimd::batch_cast<float>(bytes & I32Batch<Arch>(~0xF)) * B(scale * 0x1p-4f);
-}
-
-// Stores the low byte of each lane; every lane must be in [-128, 127] (the packs
-// saturate, exact in that range).
-template <class Arch>
-void StoreNarrowI8(const I32Batch<Arch>& v, std::uint8_t* p) {
-  constexpr std::size_t kLanes = I32Batch<Arch>::size;
-  if constexpr (kLanes == 16) {
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm512_cvtepi32_epi8(v));
-  } else if constexpr (kLanes == 8) {
-    // The packs work per 128-bit lane: bytes 0-3 of each lane hold v0..3 and v4..7.
-    const __m256i w = _mm256_packs_epi16(_mm256_packs_epi32(v, v), _mm256_setzero_si256());
-    const __m128i joined =
-        _mm_unpacklo_epi32(_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1));
-    _mm_storel_epi64(reinterpret_cast<__m128i*>(p), joined);
-  } else {
-    static_assert(kLanes == 4, "unsupported batch width");
-    const __m128i w = _mm_packs_epi16(_mm_packs_epi32(v, v), _mm_setzero_si128());
-    const std::int32_t word = _mm_cvtsi128_si32(w);
-    __builtin_memcpy(p, &word, sizeof word);
-  }
 }
 
 // |x| (clears the sign bit).

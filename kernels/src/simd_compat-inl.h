@@ -19,8 +19,6 @@
 // the per-ISA units need -O1 or more in every configuration
 // (tools/check_isa_linkage.sh checks the objects of each build).
 
-#include <immintrin.h>
-
 #include <bit>
 #include <cstddef>
 #include <cstdint>
@@ -29,57 +27,27 @@
 
 #include "ringkv/kernels/dtype.h"
 
+// The intrinsics each architecture family needs where xsimd 8.1 has no generic
+// operation (16/8-bit widening and narrowing, f16 conversion in registers, a
+// 16-lane transpose-add), so that no x86 header or intrinsic reaches a NEON unit
+// and no NEON one an x86 unit.
+#if defined(__x86_64__) || defined(__i386__)
+#include "simd_x86-inl.h"
+#elif defined(__aarch64__)
+#include "simd_neon-inl.h"
+#else
+#error "ringkv's SIMD tiers are for x86-64 and AArch64; other targets build the scalar tier only"
+#endif
+
 namespace ringkv::kernels {
 namespace {
 
 template <class Arch>
 using FloatBatch = xsimd::batch<float, Arch>;
 
-// Our AVX2 tier requires F16C, and every AVX-512F CPU has it (vcvtph2ps zmm is
-// AVX-512F itself). Note that in xsimd 8.1 avx512f derives from generic, not avx2.
-template <class Arch>
-constexpr bool kHasF16c =
-    std::is_base_of_v<xsimd::avx2, Arch> || std::is_base_of_v<xsimd::avx512f, Arch>;
-
 template <class Arch>
 float ReduceAdd(const FloatBatch<Arch>& v) {
   return xsimd::hadd(v);
-}
-
-// sums[i] = sum of rows[i]'s lanes, for N = lanes rows. xsimd 8.1's
-// avx512f haddp puts rows 2-3 and 4-5 (and 10-11, 12-13) in each other's place,
-// so 16 lanes use our own transpose-add: pairs of rows fold their 128-bit lanes
-// (8 partials each), pairs of those fold again (lane k holds row 4i + k), two
-// in-lane shuffle-adds leave row k + 4j at lane k, element j, and one permute
-// puts row r at element r.
-template <class Arch>
-FloatBatch<Arch> TransposeAdd(const FloatBatch<Arch>* rows) {
-  if constexpr (std::is_base_of_v<xsimd::avx512f, Arch>) {
-    __m512 pairs[8];
-    for (int i = 0; i < 8; ++i) {
-      const __m512 a = rows[2 * i];
-      const __m512 b = rows[2 * i + 1];
-      pairs[i] = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(1, 0, 1, 0)),
-                               _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 2, 3, 2)));
-    }
-    __m512 quads[4];
-    for (int i = 0; i < 4; ++i) {
-      const __m512 a = pairs[2 * i];
-      const __m512 b = pairs[2 * i + 1];
-      quads[i] = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(2, 0, 2, 0)),
-                               _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 1, 3, 1)));
-    }
-    const auto fold = [](__m512 a, __m512 b) {
-      return _mm512_add_ps(_mm512_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0)),
-                           _mm512_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1)));
-    };
-    const __m512 lanes = fold(fold(quads[0], quads[1]), fold(quads[2], quads[3]));
-    // Row r sits at element 4 (r % 4) + r / 4.
-    const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-    return FloatBatch<Arch>(_mm512_permutexvar_ps(order, lanes));
-  } else {
-    return xsimd::haddp(rows);
-  }
 }
 
 template <class Arch>
@@ -133,10 +101,13 @@ typename Tag::Stored ScalarFromFloat(float x) {
   }
 }
 
-// Reinterprets the lanes (xsimd 8.1 spells it bitwise_cast<batch<To, Arch>>).
+// Reinterprets the lanes. Not xsimd 8.1's bitwise_cast<batch<To, Arch>>: its
+// neon version is a call through a function table that GCC 12 leaves out of
+// line, a call per converted bf16 vector in the dot-product loops. The builtin
+// (not the std::bit_cast template, see above) is a register move or nothing.
 template <class To, class From, class Arch>
 xsimd::batch<To, Arch> BitCast(const xsimd::batch<From, Arch>& x) {
-  return xsimd::bitwise_cast<xsimd::batch<To, Arch>>(x);
+  return __builtin_bit_cast(xsimd::batch<To, Arch>, x);
 }
 
 template <class Arch>
@@ -144,39 +115,7 @@ using U32Batch = xsimd::batch<std::uint32_t, Arch>;
 template <class Arch>
 using I32Batch = xsimd::batch<std::int32_t, Arch>;
 
-// Zero-extends U32Batch<Arch>::size 16-bit values (vpmovzxwd).
-template <class Arch>
-U32Batch<Arch> LoadWidenU16(const std::uint16_t* p) {
-  constexpr std::size_t kLanes = U32Batch<Arch>::size;
-  if constexpr (kLanes == 16) {
-    return _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-  } else if constexpr (kLanes == 8) {
-    return _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-  } else {
-    static_assert(kLanes == 4, "unsupported batch width");
-    return _mm_cvtepu16_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
-  }
-}
-
-// Stores the low 16 bits of each lane; every lane must be <= 0xFFFF (the packs
-// saturate as signed 32 -> unsigned 16, exact in that range).
-template <class Arch>
-void StoreNarrowU16(const U32Batch<Arch>& v, std::uint16_t* p) {
-  constexpr std::size_t kLanes = U32Batch<Arch>::size;
-  if constexpr (kLanes == 16) {
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtepi32_epi16(v));
-  } else if constexpr (kLanes == 8) {
-    // packus works per 128-bit lane: [v0..3 v0..3 | v4..7 v4..7]; gather qwords 0 and 2.
-    const __m256i packed = _mm256_packus_epi32(v, v);
-    const __m256i ordered = _mm256_permute4x64_epi64(packed, 0xD8);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_castsi256_si128(ordered));
-  } else {
-    static_assert(kLanes == 4, "unsupported batch width");
-    _mm_storel_epi64(reinterpret_cast<__m128i*>(p), _mm_packus_epi32(v, v));
-  }
-}
-
-// f16 bits (zero-extended) -> f32 without F16C, integer only like F16ToF32:
+// f16 bits (zero-extended) -> f32 without F16C (the SSE4.2 tier), integer only like F16ToF32:
 // normals rebias the exponent, Inf/NaN keep their payload, subnormals are
 // mantissa * 2^-24 (exact: the int -> float conversion and the power-of-two
 // scale are both exact, and the result is an f32 normal).
@@ -222,19 +161,19 @@ U32Batch<Arch> FloatToF16Bits(const FloatBatch<Arch>& v, bool& has_subnormal) {
   return BitCast<std::uint32_t>(out | sign);
 }
 
-// Loads FloatBatch<Arch>::size elements of type Tag from p as f32.
+// Loads FloatBatch<Arch>::size elements of type Tag from p as f32. Forced
+// inline because it sits in every K/V loop: GCC left the NEON bf16 instance out
+// of line (xsimd 8.1's neon shifts go through function tables it deems costly).
 template <class Arch, class Tag>
-FloatBatch<Arch> LoadAsFloat(const typename Tag::Stored* p) {
+__attribute__((always_inline)) inline FloatBatch<Arch> LoadAsFloat(const typename Tag::Stored* p) {
   using B = FloatBatch<Arch>;
   if constexpr (std::is_same_v<Tag, F32Tag>) {
     return B::load_unaligned(p);
   } else if constexpr (std::is_same_v<Tag, BF16Tag>) {
     // bf16 is the top half of an f32: widen to 32 bits and shift into place.
     return BitCast<float>(LoadWidenU16<Arch>(p) << 16);
-  } else if constexpr (kHasF16c<Arch> && B::size == 16) {
-    return B(_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))));
-  } else if constexpr (kHasF16c<Arch> && B::size == 8) {
-    return B(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+  } else if constexpr (kNativeF16<Arch>) {
+    return LoadF16Native<Arch>(p);
   } else {
     return F16BitsToFloat<Arch>(LoadWidenU16<Arch>(p));
   }
@@ -259,15 +198,8 @@ void StoreFromFloat(const FloatBatch<Arch>& v, typename Tag::Stored* p) {
     const B out =
         xsimd::select(xsimd::isnan(v), BitCast<float>(quiet_nan), BitCast<float>(rounded));
     StoreNarrowU16<Arch>(BitCast<std::uint32_t>(out), p);
-  } else if constexpr (kHasF16c<Arch> && B::size == 16) {
-    // The maskz form with an explicit all-ones mask: GCC's -O0 macro for the
-    // unmasked one passes -1 as the mask and trips -Wsign-conversion.
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p),
-                        _mm512_maskz_cvtps_ph(static_cast<__mmask16>(0xFFFF), v,
-                                              _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-  } else if constexpr (kHasF16c<Arch> && B::size == 8) {
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(p),
-                     _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  } else if constexpr (kNativeF16<Arch>) {
+    StoreF16Native<Arch>(v, p);
   } else {
     bool has_subnormal = false;
     const U32Batch<Arch> h = FloatToF16Bits<Arch>(v, has_subnormal);

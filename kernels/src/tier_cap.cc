@@ -35,7 +35,7 @@ const TierCapSetting& TierCap() noexcept {
     TierCapSetting parsed = internal::ParseTierCap(std::getenv("RINGKV_ISA"));
     if (!parsed.valid) {
       std::fprintf(stderr,
-                   "ringkv: RINGKV_ISA=%s names no tier (scalar, sse42, avx2, avx512): every "
+                   "ringkv: RINGKV_ISA=%s names no tier (scalar, sse42, avx2, avx512, neon): every "
                    "kernel runs the scalar tier and ringkv::Context refuses to start\n",
                    parsed.value.c_str());
     }

@@ -17,8 +17,8 @@ namespace {
 std::optional<kernels::Isa> ParseIsa(const std::optional<std::string>& isa) {
   if (!isa) return std::nullopt;
   if (auto parsed = kernels::IsaFromKey(*isa)) return parsed;
-  throw Error(
-      fmt::format("[Context] isa '{}' is not one of 'scalar', 'sse42', 'avx2', 'avx512'", *isa));
+  throw Error(fmt::format(
+      "[Context] isa '{}' is not one of 'scalar', 'sse42', 'avx2', 'avx512', 'neon'", *isa));
 }
 
 }  // namespace
@@ -42,7 +42,7 @@ void RegisterContext(py::module_& m) {
   py::class_<PyContext>(m, "Context",
                         "Where attention runs: a thread pool, a kernel tier and a scratch arena.\n"
                         "threads <= 0: one per hardware thread. isa: None (the best tier) or one "
-                        "of 'scalar', 'sse42', 'avx2', 'avx512'.")
+                        "of 'scalar', 'sse42', 'avx2', 'avx512', 'neon'.")
       .def(py::init([](int threads, const std::optional<std::string>& isa) {
              const std::optional<kernels::Isa> tier = ParseIsa(isa);
              std::shared_ptr<Context> context;

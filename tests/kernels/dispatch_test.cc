@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <cstdlib>
+#include <fstream>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -18,7 +20,7 @@
 namespace ringkv::kernels {
 namespace {
 
-const Isa kAllTiers[] = {Isa::kScalar, Isa::kSse42, Isa::kAvx2, Isa::kAvx512};
+const Isa kAllTiers[] = {Isa::kScalar, Isa::kSse42, Isa::kAvx2, Isa::kAvx512, Isa::kNeon};
 
 bool Contains(const std::vector<Isa>& isas, Isa isa) {
   for (Isa i : isas) {
@@ -71,18 +73,40 @@ Isa ExpectedCap() {
   if (v == "avx512") return Isa::kAvx512;
   if (v == "avx2") return Isa::kAvx2;
   if (v == "sse42") return Isa::kSse42;
+  if (v == "neon") return Isa::kNeon;
   return Isa::kScalar;
 }
+
+// The documented meaning of a cap (isa.h): a vector width in bits, whatever the
+// family, so that one RINGKV_ISA value means the same on x86-64 and AArch64.
+int WidthBits(Isa isa) {
+  switch (isa) {
+    case Isa::kScalar:
+      return 32;
+    case Isa::kSse42:
+    case Isa::kNeon:
+      return 128;
+    case Isa::kAvx2:
+      return 256;
+    case Isa::kAvx512:
+      return 512;
+  }
+  return 0;
+}
+
+bool WithinExpectedCap(Isa isa) { return WidthBits(isa) <= WidthBits(ExpectedCap()); }
 
 TEST(DispatchTest, AvailableTiersAreCompiledRunnableWithinTheCapAndOrdered) {
   const std::vector<Isa> available = AvailableIsas();
   const CpuFeatures host = DetectCpu();
   for (Isa isa : kAllTiers) {
     EXPECT_EQ(Contains(available, isa),
-              IsaCompiled(isa) && IsaRunsOn(isa, host) && isa <= ExpectedCap())
+              IsaCompiled(isa) && IsaRunsOn(isa, host) && WithinExpectedCap(isa))
         << IsaName(isa);
   }
-  for (std::size_t i = 1; i < available.size(); ++i) EXPECT_LT(available[i - 1], available[i]);
+  for (std::size_t i = 1; i < available.size(); ++i) {
+    EXPECT_LT(WidthBits(available[i - 1]), WidthBits(available[i]));
+  }
 }
 
 TEST(DispatchTest, BestKernelsIsTheHighestAvailableTier) {
@@ -98,11 +122,13 @@ TEST(DispatchTest, BestKernelsAndKernelsForHonourTheTierCap) {
   const CpuFeatures host = DetectCpu();
   Isa expected_best = Isa::kScalar;
   for (Isa isa : kAllTiers) {
-    if (isa <= cap && IsaCompiled(isa) && IsaRunsOn(isa, host)) expected_best = isa;
+    if (WithinExpectedCap(isa) && IsaCompiled(isa) && IsaRunsOn(isa, host)) {
+      if (WidthBits(isa) > WidthBits(expected_best)) expected_best = isa;
+    }
   }
   EXPECT_EQ(BestKernels().isa, expected_best) << "RINGKV_ISA caps at " << IsaName(cap);
   for (Isa isa : kAllTiers) {
-    if (isa > cap) {
+    if (!WithinExpectedCap(isa)) {
       EXPECT_EQ(KernelsFor(isa), nullptr) << IsaName(isa) << " is above the cap";
     }
   }
@@ -140,6 +166,21 @@ TEST(TierCapTest, EveryTierKeyParsesToItsTier) {
     EXPECT_EQ(setting.value, key);
     EXPECT_EQ(IsaFromKey(key), isa);
   }
+}
+
+TEST(TierCapTest, ACapIsAVectorWidthInEitherFamily) {
+  for (Isa isa : kAllTiers) {
+    for (Isa cap : kAllTiers) {
+      EXPECT_EQ(IsaWithinCap(isa, cap), WidthBits(isa) <= WidthBits(cap))
+          << IsaKey(isa) << " under " << IsaKey(cap);
+    }
+  }
+  // The cases that matter across families: an x86 cap on AArch64 and back.
+  EXPECT_TRUE(IsaWithinCap(Isa::kNeon, Isa::kAvx2));
+  EXPECT_TRUE(IsaWithinCap(Isa::kNeon, Isa::kSse42));
+  EXPECT_FALSE(IsaWithinCap(Isa::kNeon, Isa::kScalar));
+  EXPECT_TRUE(IsaWithinCap(Isa::kSse42, Isa::kNeon));
+  EXPECT_FALSE(IsaWithinCap(Isa::kAvx2, Isa::kNeon));
 }
 
 TEST(TierCapTest, UnsetOrEmptyMeansNoCap) {
@@ -181,6 +222,17 @@ TEST(IsaRunsOnTest, NoFeaturesRunsOnlyScalar) {
   EXPECT_FALSE(IsaRunsOn(Isa::kSse42, none));
   EXPECT_FALSE(IsaRunsOn(Isa::kAvx2, none));
   EXPECT_FALSE(IsaRunsOn(Isa::kAvx512, none));
+  EXPECT_FALSE(IsaRunsOn(Isa::kNeon, none));
+}
+
+TEST(IsaRunsOnTest, NeonNeedsAsimdAndNoFamilyRunsTheOthers) {
+  CpuFeatures arm;
+  arm.asimd = true;
+  EXPECT_TRUE(IsaRunsOn(Isa::kNeon, arm));
+  EXPECT_TRUE(IsaRunsOn(Isa::kScalar, arm));
+  EXPECT_FALSE(IsaRunsOn(Isa::kSse42, arm));
+  EXPECT_FALSE(IsaRunsOn(Isa::kAvx2, arm));
+  EXPECT_FALSE(IsaRunsOn(Isa::kNeon, Avx512Cpu()));
 }
 
 TEST(IsaRunsOnTest, Sse42Only) {
@@ -227,6 +279,7 @@ TEST(IsaRunsOnTest, Avx512TierNeedsFCdDqBwVlAndTheAvx2Tier) {
   EXPECT_TRUE(IsaRunsOn(Isa::kAvx2, no_cd));
 }
 
+#if defined(__x86_64__) || defined(__i386__)
 // The compiler's runtime (libgcc / compiler-rt) reads CPUID and XCR0 on its own:
 // every feature both can name must agree with DetectCpu() on this host.
 TEST(DetectCpuTest, AgreesWithTheCompilersCpuSupports) {
@@ -245,6 +298,34 @@ TEST(DetectCpuTest, AgreesWithTheCompilersCpuSupports) {
   EXPECT_EQ(f.avx512bw, __builtin_cpu_supports("avx512bw") != 0) << "avx512bw";
   EXPECT_EQ(f.avx512vl, __builtin_cpu_supports("avx512vl") != 0) << "avx512vl";
 }
+#elif defined(__aarch64__) && defined(__linux__)
+// The kernel's hwcap word read from /proc/self/auxv ((type, value) pairs of
+// 64-bit words, AT_NULL last), not through getauxval as DetectCpu() does.
+std::uint64_t HwcapFromProcfs() {
+  std::ifstream auxv("/proc/self/auxv", std::ios::binary);
+  std::uint64_t pair[2];
+  while (auxv.read(reinterpret_cast<char*>(pair), sizeof pair)) {
+    if (pair[0] == 16) return pair[1];  // AT_HWCAP
+    if (pair[0] == 0) break;            // AT_NULL
+  }
+  ADD_FAILURE() << "no AT_HWCAP in /proc/self/auxv";
+  return 0;
+}
+
+TEST(DetectCpuTest, AgreesWithTheAuxiliaryVectorFile) {
+  const std::uint64_t hwcap = HwcapFromProcfs();
+  const CpuFeatures f = DetectCpu();
+  // Bit numbers from the AArch64 Linux ABI (arch/arm64/include/uapi/asm/hwcap.h).
+  EXPECT_EQ(f.asimd, ((hwcap >> 1) & 1) != 0) << "asimd";
+  EXPECT_EQ(f.fphp, ((hwcap >> 9) & 1) != 0) << "fphp";
+  EXPECT_EQ(f.asimdhp, ((hwcap >> 10) & 1) != 0) << "asimdhp";
+  EXPECT_EQ(f.asimddp, ((hwcap >> 20) & 1) != 0) << "asimddp";
+  // Advanced SIMD is part of the base architecture: the NEON tier always runs.
+  EXPECT_TRUE(f.asimd);
+  EXPECT_TRUE(IsaRunsOn(Isa::kNeon, f));
+  EXPECT_FALSE(f.sse42 || f.avx || f.avx2 || f.avx512f);
+}
+#endif
 
 }  // namespace
 }  // namespace ringkv::kernels

@@ -27,7 +27,7 @@ namespace {
 using kernels::Isa;
 using test::ExpectThrowWith;
 
-constexpr Isa kAllTiers[] = {Isa::kScalar, Isa::kSse42, Isa::kAvx2, Isa::kAvx512};
+constexpr Isa kAllTiers[] = {Isa::kScalar, Isa::kSse42, Isa::kAvx2, Isa::kAvx512, Isa::kNeon};
 
 // RINGKV_ISA as the environment holds it, read independently of the library.
 std::string EnvValue() {
@@ -38,7 +38,7 @@ std::string EnvValue() {
 bool EnvIsValid() {
   const std::string value = EnvValue();
   return value.empty() || value == "scalar" || value == "sse42" || value == "avx2" ||
-         value == "avx512";
+         value == "avx512" || value == "neon";
 }
 
 TEST(ContextTest, RefusesToStartUnderAnInvalidTierCap) {
@@ -57,7 +57,7 @@ TEST(ContextTest, ATierAboveTheCapIsRefusedNamingBoth) {
   const kernels::CpuFeatures host = kernels::DetectCpu();
   for (Isa isa : kAllTiers) {
     const std::string key(kernels::IsaKey(isa));
-    if (isa > cap) {
+    if (!kernels::IsaWithinCap(isa, cap)) {
       ExpectThrowWith<Error>(
           [isa] { const Context ctx(1, isa); },
           {"[Context] isa " + key, "above the tier cap " + std::string(kernels::IsaKey(cap)),

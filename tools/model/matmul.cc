@@ -85,8 +85,11 @@ template <std::size_t R>
 // on `rows`. On Zen 3 separate multiply and add issue on separate pipes, so
 // contraction would not be faster anyway. Under ThreadSanitizer only the default
 // clone exists: the loader runs the instrumented ifunc resolver before the TSan
-// runtime is up, which crashes every binary at start-up.
-#if defined(__SANITIZE_THREAD__)
+// runtime is up, which crashes every binary at start-up. Off x86-64 (AArch64:
+// Advanced SIMD is baseline) there is only the default build.
+#if !defined(__x86_64__)
+#define RINGKV_MATMUL_CLONES
+#elif defined(__SANITIZE_THREAD__)
 #define RINGKV_MATMUL_CLONES
 #elif defined(__has_feature)
 #if __has_feature(thread_sanitizer)

@@ -16,11 +16,11 @@ namespace {
 const kernels::KernelTable* PickTable(std::optional<kernels::Isa> isa) {
   const kernels::TierCapSetting& cap = kernels::TierCap();
   if (!cap.valid) {
-    throw Error(fmt::format("[Context] RINGKV_ISA '{}' names no tier (scalar, sse42, avx2, avx512)",
-                            cap.value));
+    throw Error(fmt::format(
+        "[Context] RINGKV_ISA '{}' names no tier (scalar, sse42, avx2, avx512, neon)", cap.value));
   }
   if (!isa.has_value()) return &kernels::BestKernels();
-  if (*isa > cap.cap) {
+  if (!kernels::IsaWithinCap(*isa, cap.cap)) {
     throw Error(fmt::format("[Context] isa {} is above the tier cap {} set by RINGKV_ISA={}",
                             kernels::IsaKey(*isa), kernels::IsaKey(cap.cap), cap.value));
   }

@@ -1,0 +1,98 @@
+#pragma once
+// The AArch64 Advanced SIMD (NEON) intrinsics behind simd_compat-inl.h, the
+// counterparts of simd_x86-inl.h for xsimd::neon64 (4 f32 lanes): widening and
+// narrowing loads and stores, f16 conversion and the transpose-add. Included
+// only through simd_compat-inl.h, and only when compiling for AArch64; the same
+// rules hold (anonymous namespace, arch always named). The arm_neon.h
+// intrinsics are always-inline, so they leave no weak symbol behind.
+#include <arm_neon.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <xsimd/xsimd.hpp>
+
+namespace ringkv::kernels {
+namespace {
+
+template <class Arch>
+constexpr std::size_t kNeonLanes = xsimd::batch<float, Arch>::size;
+
+// An empty asm that makes the compiler hold `raw` in a SIMD register ("w") at
+// this point. AArch64 FMLA takes no memory operand, so this changes little here;
+// it is the x86 helper's counterpart (simd_x86-inl.h says why it exists).
+template <class Register>
+__attribute__((always_inline)) inline void PinToVectorRegister(Register& raw) {
+  asm("" : "+w"(raw));
+}
+
+// FCVTL / FCVTN (f16 <-> f32) are base AArch64 Advanced SIMD, not FEAT_FP16, so
+// every NEON tier converts f16 in registers. With the default FPCR (round to
+// nearest even, no flush to zero, no default NaN) both are bit-exact with
+// F16ToF32 / F32ToF16, and a NaN comes out quiet with its top payload bits, as
+// the scalar tail (ScalarToFloat) makes it.
+template <class Arch>
+constexpr bool kNativeF16 = true;
+
+// Loads 4 f16 values as f32 (FCVTL).
+template <class Arch>
+xsimd::batch<float, Arch> LoadF16Native(const std::uint16_t* p) {
+  static_assert(kNeonLanes<Arch> == 4, "NEON batches are 4 f32 lanes");
+  return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p)));
+}
+
+// Stores 4 f32 values as f16, rounding to nearest even (FCVTN).
+template <class Arch>
+void StoreF16Native(const xsimd::batch<float, Arch>& v, std::uint16_t* p) {
+  static_assert(kNeonLanes<Arch> == 4, "NEON batches are 4 f32 lanes");
+  vst1_u16(p, vreinterpret_u16_f16(vcvt_f16_f32(v)));
+}
+
+// sums[i] = sum of rows[i]'s lanes for 4 rows: three pairwise adds (FADDP).
+// Forced inline: as an out-of-line call (GCC's choice for xsimd's haddp) it
+// takes the accumulators by address, and GCC then stored all of them to the
+// stack on every iteration of the dot-product loop.
+template <class Arch>
+__attribute__((always_inline)) inline xsimd::batch<float, Arch> TransposeAdd(
+    const xsimd::batch<float, Arch>* rows) {
+  static_assert(kNeonLanes<Arch> == 4, "NEON batches are 4 f32 lanes");
+  const float32x4_t ab = vpaddq_f32(rows[0], rows[1]);  // a0+a1 a2+a3 b0+b1 b2+b3
+  const float32x4_t cd = vpaddq_f32(rows[2], rows[3]);
+  return vpaddq_f32(ab, cd);
+}
+
+// Zero-extends 4 16-bit values (UXTL).
+template <class Arch>
+xsimd::batch<std::uint32_t, Arch> LoadWidenU16(const std::uint16_t* p) {
+  static_assert(kNeonLanes<Arch> == 4, "NEON batches are 4 f32 lanes");
+  return vmovl_u16(vld1_u16(p));
+}
+
+// Stores the low 16 bits of each lane (XTN); every lane must be <= 0xFFFF, as
+// for the x86 packs.
+template <class Arch>
+void StoreNarrowU16(const xsimd::batch<std::uint32_t, Arch>& v, std::uint16_t* p) {
+  vst1_u16(p, vmovn_u32(v));
+}
+
+// Sign-extends 4 int8 values to int32 lanes (two SXTLs). Reads exactly 4 bytes.
+template <class Arch>
+xsimd::batch<std::int32_t, Arch> LoadWidenI8(const std::uint8_t* p) {
+  static_assert(kNeonLanes<Arch> == 4, "NEON batches are 4 f32 lanes");
+  std::uint32_t word;
+  __builtin_memcpy(&word, p, sizeof word);
+  const int8x8_t bytes = vreinterpret_s8_u32(vdup_n_u32(word));
+  return vmovl_s16(vget_low_s16(vmovl_s8(bytes)));
+}
+
+// Stores the low byte of each lane; every lane must be in [-128, 127] (the
+// saturating narrows, SQXTN, are exact in that range). Writes exactly 4 bytes.
+template <class Arch>
+void StoreNarrowI8(const xsimd::batch<std::int32_t, Arch>& v, std::uint8_t* p) {
+  const int16x4_t halves = vqmovn_s32(v);
+  const int8x8_t bytes = vqmovn_s16(vcombine_s16(halves, halves));
+  const std::uint32_t word = vget_lane_u32(vreinterpret_u32_s8(bytes), 0);
+  __builtin_memcpy(p, &word, sizeof word);
+}
+
+}  // namespace
+}  // namespace ringkv::kernels

@@ -1,0 +1,165 @@
+#pragma once
+// The x86-64 intrinsics behind simd_compat-inl.h (SSE4.2, AVX2 + F16C,
+// AVX-512): widening and narrowing loads and stores, f16 conversion and the
+// 16-lane transpose-add. Included only through simd_compat-inl.h, and only when
+// compiling for x86; the same rules hold (anonymous namespace, arch always named).
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+#include <xsimd/xsimd.hpp>
+
+namespace ringkv::kernels {
+namespace {
+
+// An empty asm that makes the compiler hold `raw` in a vector register at this
+// point. "v", not "x": with AVX-512 enabled "x" allows only registers 0-15, so
+// the 4 x 4 score tile of attend-inl.h would have to fit in half the register file.
+template <class Register>
+__attribute__((always_inline)) inline void PinToVectorRegister(Register& raw) {
+  asm("" : "+v"(raw));
+}
+
+// Whether the tier converts f16 in registers. Our AVX2 tier requires F16C, and every AVX-512F CPU
+// has it (vcvtph2ps zmm is AVX-512F itself). Note that in xsimd 8.1 avx512f derives from generic,
+// not avx2.
+template <class Arch>
+constexpr bool kNativeF16 =
+    std::is_base_of_v<xsimd::avx2, Arch> || std::is_base_of_v<xsimd::avx512f, Arch>;
+
+// Loads xsimd::batch<float, Arch>::size f16 values as f32 (vcvtph2ps); only
+// for kNativeF16 archs.
+template <class Arch>
+xsimd::batch<float, Arch> LoadF16Native(const std::uint16_t* p) {
+  if constexpr (xsimd::batch<float, Arch>::size == 16) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  } else {
+    static_assert(xsimd::batch<float, Arch>::size == 8, "F16C batches are 8 or 16 lanes");
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+}
+
+// Stores v as f16, rounding to nearest even (vcvtps2ph); only for kNativeF16 archs.
+template <class Arch>
+void StoreF16Native(const xsimd::batch<float, Arch>& v, std::uint16_t* p) {
+  if constexpr (xsimd::batch<float, Arch>::size == 16) {
+    // The maskz form with an explicit all-ones mask: GCC's -O0 macro for the
+    // unmasked one passes -1 as the mask and trips -Wsign-conversion.
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p),
+                        _mm512_maskz_cvtps_ph(static_cast<__mmask16>(0xFFFF), v,
+                                              _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  } else {
+    static_assert(xsimd::batch<float, Arch>::size == 8, "F16C batches are 8 or 16 lanes");
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p),
+                     _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  }
+}
+
+// sums[i] = sum of rows[i]'s lanes, for N = lanes rows. xsimd 8.1's
+// avx512f haddp puts rows 2-3 and 4-5 (and 10-11, 12-13) in each other's place,
+// so 16 lanes use our own transpose-add: pairs of rows fold their 128-bit lanes
+// (8 partials each), pairs of those fold again (lane k holds row 4i + k), two
+// in-lane shuffle-adds leave row k + 4j at lane k, element j, and one permute
+// puts row r at element r.
+template <class Arch>
+xsimd::batch<float, Arch> TransposeAdd(const xsimd::batch<float, Arch>* rows) {
+  if constexpr (std::is_base_of_v<xsimd::avx512f, Arch>) {
+    __m512 pairs[8];
+    for (int i = 0; i < 8; ++i) {
+      const __m512 a = rows[2 * i];
+      const __m512 b = rows[2 * i + 1];
+      pairs[i] = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(1, 0, 1, 0)),
+                               _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 2, 3, 2)));
+    }
+    __m512 quads[4];
+    for (int i = 0; i < 4; ++i) {
+      const __m512 a = pairs[2 * i];
+      const __m512 b = pairs[2 * i + 1];
+      quads[i] = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(2, 0, 2, 0)),
+                               _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 1, 3, 1)));
+    }
+    const auto fold = [](__m512 a, __m512 b) {
+      return _mm512_add_ps(_mm512_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0)),
+                           _mm512_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1)));
+    };
+    const __m512 lanes = fold(fold(quads[0], quads[1]), fold(quads[2], quads[3]));
+    // Row r sits at element 4 (r % 4) + r / 4.
+    const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    return xsimd::batch<float, Arch>(_mm512_permutexvar_ps(order, lanes));
+  } else {
+    return xsimd::haddp(rows);
+  }
+}
+
+// Zero-extends xsimd::batch<std::uint32_t, Arch>::size 16-bit values (vpmovzxwd).
+template <class Arch>
+xsimd::batch<std::uint32_t, Arch> LoadWidenU16(const std::uint16_t* p) {
+  constexpr std::size_t kLanes = xsimd::batch<std::uint32_t, Arch>::size;
+  if constexpr (kLanes == 16) {
+    return _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  } else if constexpr (kLanes == 8) {
+    return _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  } else {
+    static_assert(kLanes == 4, "unsupported batch width");
+    return _mm_cvtepu16_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+  }
+}
+
+// Stores the low 16 bits of each lane; every lane must be <= 0xFFFF (the packs
+// saturate as signed 32 -> unsigned 16, exact in that range).
+template <class Arch>
+void StoreNarrowU16(const xsimd::batch<std::uint32_t, Arch>& v, std::uint16_t* p) {
+  constexpr std::size_t kLanes = xsimd::batch<std::uint32_t, Arch>::size;
+  if constexpr (kLanes == 16) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtepi32_epi16(v));
+  } else if constexpr (kLanes == 8) {
+    // packus works per 128-bit lane: [v0..3 v0..3 | v4..7 v4..7]; gather qwords 0 and 2.
+    const __m256i packed = _mm256_packus_epi32(v, v);
+    const __m256i ordered = _mm256_permute4x64_epi64(packed, 0xD8);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_castsi256_si128(ordered));
+  } else {
+    static_assert(kLanes == 4, "unsupported batch width");
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(p), _mm_packus_epi32(v, v));
+  }
+}
+
+// Sign-extends xsimd::batch<float, Arch>::size int8 values to int32 lanes (vpmovsxbd).
+template <class Arch>
+xsimd::batch<std::int32_t, Arch> LoadWidenI8(const std::uint8_t* p) {
+  constexpr std::size_t kLanes = xsimd::batch<std::int32_t, Arch>::size;
+  if constexpr (kLanes == 16) {
+    return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  } else if constexpr (kLanes == 8) {
+    return _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+  } else {
+    static_assert(kLanes == 4, "unsupported batch width");
+    std::int32_t word;
+    __builtin_memcpy(&word, p, sizeof word);
+    return _mm_cvtepi8_epi32(_mm_cvtsi32_si128(word));
+  }
+}
+
+// Stores the low byte of each lane; every lane must be in [-128, 127] (the packs
+// saturate, exact in that range).
+template <class Arch>
+void StoreNarrowI8(const xsimd::batch<std::int32_t, Arch>& v, std::uint8_t* p) {
+  constexpr std::size_t kLanes = xsimd::batch<std::int32_t, Arch>::size;
+  if constexpr (kLanes == 16) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm512_cvtepi32_epi8(v));
+  } else if constexpr (kLanes == 8) {
+    // The packs work per 128-bit lane: bytes 0-3 of each lane hold v0..3 and v4..7.
+    const __m256i w = _mm256_packs_epi16(_mm256_packs_epi32(v, v), _mm256_setzero_si256());
+    const __m128i joined =
+        _mm_unpacklo_epi32(_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1));
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(p), joined);
+  } else {
+    static_assert(kLanes == 4, "unsupported batch width");
+    const __m128i w = _mm_packs_epi16(_mm_packs_epi32(v, v), _mm_setzero_si128());
+    const std::int32_t word = _mm_cvtsi128_si32(w);
+    __builtin_memcpy(p, &word, sizeof word);
+  }
+}
+
+}  // namespace
+}  // namespace ringkv::kernels
