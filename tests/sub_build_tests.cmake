@@ -13,6 +13,11 @@ set(_ringkv_sub_build_args
   "-DRINGKV_WERROR=${RINGKV_WERROR}"
   "-DRINGKV_NATIVE=${RINGKV_NATIVE}"
   "-DRINGKV_ENABLE_AVX512=${RINGKV_ENABLE_AVX512}")
+if(CMAKE_BUILD_TYPE)
+  string(TOUPPER "${CMAKE_BUILD_TYPE}" _ringkv_config)
+  list(APPEND _ringkv_sub_build_args
+    "-DCMAKE_CXX_FLAGS_${_ringkv_config}=${CMAKE_CXX_FLAGS_${_ringkv_config}}")
+endif()
 if(CMAKE_CXX_COMPILER_LAUNCHER)
   list(APPEND _ringkv_sub_build_args "-DCMAKE_CXX_COMPILER_LAUNCHER=${CMAKE_CXX_COMPILER_LAUNCHER}")
 endif()
