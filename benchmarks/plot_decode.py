@@ -6,8 +6,9 @@ Reads Google Benchmark JSON from ringkv_bench and draws, for one decode family
 the measured step time of every dtype present (f32, bf16, f16, int8, int4, in that
 order, and any other the JSON has) as solid lines, and the time the same dtype's
 K+V bytes take at the bandwidth measured in the same run (the counter t_memory_us,
-bench_sdpa.cc via roofline_counters.cc) as dashed lines of the same colour. A
-missing dtype is simply not drawn.
+bench_sdpa.cc via roofline_counters.cc) as dashed lines of the same colour, and the
+arithmetic limit (t_compute_us: the step's FLOPs at the FMA peak of the same run, one
+for every dtype) as a dotted black line. A missing dtype is simply not drawn.
 
   build/rel/benchmarks/ringkv_bench --benchmark_filter='BM_DecodeCold/' \\
       --benchmark_out=decode.json --benchmark_out_format=json
@@ -37,7 +38,7 @@ def parse_args(argv):
 
 
 def step_rows(report, family):
-    """{(dtype, threads): {T: (time_ms, memory_limit_ms)}} for the family.
+    """{(dtype, threads): {T: (time_ms, memory_limit_ms, compute_limit_ms)}} for the family.
 
     With --benchmark_repetitions the median aggregate is used; without, the single
     iteration run (the last one if a name repeats).
@@ -54,8 +55,9 @@ def step_rows(report, family):
         dtype, t, threads = match.group(1), int(match.group(2)), int(match.group(3))
         time_ms = run["real_time"] * scale_to_ms[run.get("time_unit", "ns")]
         memory_ms = run["t_memory_us"] * 1e-3 if "t_memory_us" in run else None
+        compute_ms = run["t_compute_us"] * 1e-3 if "t_compute_us" in run else None
         target = medians if run.get("run_type") == "aggregate" else plain
-        target[(dtype, threads, t)] = (time_ms, memory_ms)
+        target[(dtype, threads, t)] = (time_ms, memory_ms, compute_ms)
     chosen = medians if medians else plain
     rows = collections.defaultdict(dict)
     for (dtype, threads, t), value in chosen.items():
@@ -98,6 +100,17 @@ def main(argv):
             if limit_ts:
                 ax.plot(limit_ts, [points[t][1] for t in limit_ts], linestyle="--",
                         color=colours[dtype], label="%s bandwidth limit" % dtype)
+        # The arithmetic limit does not depend on the dtype (the same multiply-adds
+        # per key): one line, from the first dtype that has it.
+        compute = {}
+        for dtype in dtypes:
+            for t, value in rows.get((dtype, threads), {}).items():
+                if value[2] is not None:
+                    compute.setdefault(t, value[2])
+        if compute:
+            cts = sorted(compute)
+            ax.plot(cts, [compute[t] for t in cts], linestyle=":", color="black",
+                    label="FMA limit (every dtype)")
         ax.set_xscale("log", base=2)
         all_ts = sorted({t for (_, th), points in rows.items() if th == threads for t in points})
         ax.set_xticks(all_ts)
