@@ -16,7 +16,8 @@ started=$SECONDS
 mode=test
 # -g1 (line tables: backtraces and sanitizer reports keep file:line) instead of -g
 # compiles a fifth faster (docs/ci.md).
-cmake_args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG")
+rel_with_line_tables=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG")
+cmake_args=("${rel_with_line_tables[@]}")
 ctest_args=()
 case "${1:-}" in
   "") ;;
@@ -38,9 +39,8 @@ case "${1:-}" in
     # pool, the parallel kernels (the batched one included), Context and the
     # concurrent use of caches are tested there; the other suites drive the same
     # threads through the same calls and would double the job (docs/ci.md). No tools.
-    cmake_args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG"
-                -DRINGKV_TSAN=ON -DRINGKV_CORE_TESTS_ONLY=ON -DRINGKV_BUILD_BENCHMARKS=OFF
-                -DRINGKV_BUILD_PYTHON=OFF -DRINGKV_BUILD_TOOLS=OFF)
+    cmake_args=("${rel_with_line_tables[@]}" -DRINGKV_TSAN=ON -DRINGKV_CORE_TESTS_ONLY=ON
+                -DRINGKV_BUILD_BENCHMARKS=OFF -DRINGKV_BUILD_PYTHON=OFF -DRINGKV_BUILD_TOOLS=OFF)
     # Without the per-tier reruns of those suites: the threads, the pool and the
     # work split are the same on every tier (only the arithmetic inside a task
     # differs), and the kernel suites still run every tier with threads.
