@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what is missing, configures, builds (warnings as errors) and runs every test.
 #   tools/test.sh                 the normal build, in build/test
-#   tools/test.sh --sanitize      AddressSanitizer + UBSan (Debug, -O1), in build/sanitize
+#   tools/test.sh --sanitize      AddressSanitizer + UBSan (Debug, -O1; test code -O0),
+#                                 in build/sanitize
 #   tools/test.sh --tsan          ThreadSanitizer (RelWithDebInfo), kernel, lib and
 #                                 cache suites, in build/tsan
 #   tools/test.sh --arm64         AArch64 cross build (scalar + NEON tiers), kernel, lib
@@ -17,7 +18,11 @@ mode=test
 # -g1 (line tables: backtraces and sanitizer reports keep file:line) instead of -g
 # compiles a fifth faster (docs/ci.md).
 rel_with_line_tables=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG")
-cmake_args=("${rel_with_line_tables[@]}")
+# The test suites' own code is compiled at -O1 (-O0 under the sanitizers), the
+# library, kernels and float64 oracle they exercise at the build type's level:
+# compiling test code is most of CI's time, running it is not (docs/ci.md).
+test_code_O1=(-DRINGKV_TEST_CODE_FLAGS=-O1)
+cmake_args=("${rel_with_line_tables[@]}" "${test_code_O1[@]}")
 ctest_args=()
 case "${1:-}" in
   "") ;;
@@ -28,7 +33,8 @@ case "${1:-}" in
     # AddressSanitizer documentation recommends) rather than -O0 about halves the
     # suite's time under the sanitizers for a third more compile time (docs/ci.md).
     cmake_args=(-DCMAKE_BUILD_TYPE=Debug "-DCMAKE_CXX_FLAGS_DEBUG=-g1 -O1"
-                -DRINGKV_ASAN=ON -DRINGKV_UBSAN=ON -DRINGKV_BUILD_BENCHMARKS=OFF)
+                -DRINGKV_TEST_CODE_FLAGS=-O0 -DRINGKV_ASAN=ON -DRINGKV_UBSAN=ON
+                -DRINGKV_BUILD_BENCHMARKS=OFF)
     ;;
   --tsan)
     mode=tsan
@@ -39,8 +45,9 @@ case "${1:-}" in
     # pool, the parallel kernels (the batched one included), Context and the
     # concurrent use of caches are tested there; the other suites drive the same
     # threads through the same calls and would double the job (docs/ci.md). No tools.
-    cmake_args=("${rel_with_line_tables[@]}" -DRINGKV_TSAN=ON -DRINGKV_CORE_TESTS_ONLY=ON
-                -DRINGKV_BUILD_BENCHMARKS=OFF -DRINGKV_BUILD_PYTHON=OFF -DRINGKV_BUILD_TOOLS=OFF)
+    cmake_args=("${rel_with_line_tables[@]}" "${test_code_O1[@]}" -DRINGKV_TSAN=ON
+                -DRINGKV_CORE_TESTS_ONLY=ON -DRINGKV_BUILD_BENCHMARKS=OFF
+                -DRINGKV_BUILD_PYTHON=OFF -DRINGKV_BUILD_TOOLS=OFF)
     # Without the per-tier reruns of those suites: the threads, the pool and the
     # work split are the same on every tier (only the arithmetic inside a task
     # differs), and the kernel suites still run every tier with threads.
@@ -52,8 +59,8 @@ case "${1:-}" in
     # (RINGKV_CORE_TESTS_ONLY), no debug info, and no benchmarks, Python, tools or
     # fuzzers, which are x86-only or need a host interpreter.
     cmake_args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -DNDEBUG"
-                --toolchain cmake/toolchains/aarch64-linux-gnu.cmake -DRINGKV_CORE_TESTS_ONLY=ON
-                -DRINGKV_BUILD_BENCHMARKS=OFF -DRINGKV_BUILD_PYTHON=OFF -DRINGKV_BUILD_TOOLS=OFF
+                "${test_code_O1[@]}" --toolchain cmake/toolchains/aarch64-linux-gnu.cmake
+                -DRINGKV_CORE_TESTS_ONLY=ON -DRINGKV_BUILD_BENCHMARKS=OFF -DRINGKV_BUILD_PYTHON=OFF -DRINGKV_BUILD_TOOLS=OFF
                 -DRINGKV_BUILD_FUZZERS=OFF -DRINGKV_INSTALL=OFF)
     ;;
   *)
