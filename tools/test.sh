@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what is missing, configures, builds (warnings as errors) and runs every test.
 #   tools/test.sh                 the normal build, in build/test
-#   tools/test.sh --sanitize      AddressSanitizer + UBSan (Debug, -O1; test code -O0),
+#   tools/test.sh --sanitize      AddressSanitizer + UBSan (Debug, -O1; most test code -O0),
 #                                 in build/sanitize
 #   tools/test.sh --tsan          ThreadSanitizer (RelWithDebInfo), kernel, lib and
 #                                 cache suites, in build/tsan
@@ -19,8 +19,9 @@ mode=test
 # compiles a fifth faster (docs/ci.md).
 rel_with_line_tables=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG")
 # The test suites' own code is compiled at -O1 (-O0 under the sanitizers), the
-# library, kernels and float64 oracle they exercise at the build type's level:
-# compiling test code is most of CI's time, running it is not (docs/ci.md).
+# library, kernels and float64 oracle they exercise, and the prompt suite, which
+# builds big files in its own code, at the build type's level: compiling test
+# code is most of CI's time, running it is not (docs/ci.md).
 test_code_O1=(-DRINGKV_TEST_CODE_FLAGS=-O1)
 cmake_args=("${rel_with_line_tables[@]}" "${test_code_O1[@]}")
 ctest_args=()
