@@ -157,6 +157,8 @@ BENCHMARK_CAPTURE(BM_Decode, int8, DType::kI8)->Apply(DecodeArgs);
 BENCHMARK_CAPTURE(BM_Decode, int4, DType::kI4)->Apply(DecodeArgs);
 BENCHMARK_CAPTURE(BM_DecodeCold, int8, DType::kI8)->Apply(DecodeArgs);
 BENCHMARK_CAPTURE(BM_DecodeCold, int4, DType::kI4)->Apply(DecodeArgs);
+BENCHMARK_CAPTURE(BM_Decode, int4h, DType::kI4H)->Apply(DecodeArgs);
+BENCHMARK_CAPTURE(BM_DecodeCold, int4h, DType::kI4H)->Apply(DecodeArgs);
 
 void BM_Prefill(benchmark::State& state, DType dtype) {
   constexpr std::int64_t kL = 512;

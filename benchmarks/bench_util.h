@@ -60,6 +60,7 @@ inline Buffer RandomBuffer(DType dtype, std::size_t n, std::uint32_t seed) {
         break;
       case DType::kI8:
       case DType::kI4:
+      case DType::kI4H:
         break;  // quantized buffers are made by quantizing a float one
     }
   }

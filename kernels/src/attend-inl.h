@@ -11,6 +11,7 @@
 // Everything lives in an anonymous namespace (internal linkage, see
 // simd_compat-inl.h); no std:: function templates, no std containers.
 #include <cstdint>
+#include <exception>
 
 #include "attend_tile.h"
 #include "fill_kernels.h"
@@ -563,6 +564,8 @@ void AttendFor(const AttendTile& tile) noexcept {
     case DType::kI4:
       AttendQuantized<Arch>(tile);
       return;
+    case DType::kI4H:
+      std::terminate();  // the driver hands rotated rows over as kI4 (attend_tile.h)
   }
 }
 

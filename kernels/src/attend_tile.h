@@ -31,6 +31,7 @@ struct KvRun {
 
 struct AttendTile {
   // Equal for f32 / f16 / bf16; both quantized (possibly different) otherwise.
+  // Never kI4H: the driver rotates q and the output and hands such rows over as kI4.
   DType k_dtype = DType::kF32;
   DType v_dtype = DType::kF32;
   std::int64_t d = 0;   // head dim of q and k

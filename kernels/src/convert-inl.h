@@ -47,6 +47,7 @@ void ConvertFrom(const void* src, DType to, void* dst, std::size_t n) noexcept {
       return;
     case DType::kI8:
     case DType::kI4:
+    case DType::kI4H:
       return;  // element-wise conversion covers element types only (convert_rows quantizes)
   }
 }
@@ -74,6 +75,7 @@ void Convert(DType from, const void* src, DType to, void* dst, std::size_t n) no
       return;
     case DType::kI8:
     case DType::kI4:
+    case DType::kI4H:
       return;  // element-wise conversion covers element types only (convert_rows quantizes)
   }
 }

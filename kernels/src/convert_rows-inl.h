@@ -1,12 +1,13 @@
 #pragma once
 // KernelTable::convert_rows on the xsimd tiers: row by row, float <-> float
-// through Convert, float -> kI8 / kI4 quantizing, kI8 / kI4 -> float
+// through Convert, float -> kI8 / kI4 / kI4H quantizing, quantized -> float
 // dequantizing, and a quantized dtype to itself as a byte copy of each row.
 #include <cstddef>
 #include <cstdint>
 #include <exception>
 
 #include "convert-inl.h"
+#include "hadamard.h"
 #include "quantize-inl.h"
 
 namespace ringkv::kernels {
@@ -17,8 +18,15 @@ void QuantizeRow(const void* src, DType to, std::uint8_t* dst, std::size_t n) no
   const auto* x = static_cast<const typename From::Stored*>(src);
   if (to == DType::kI8) {
     QuantizeI8Row<Arch, From>(x, n, dst);
-  } else {
+  } else if (to == DType::kI4) {
     QuantizeI4Row<Arch, From>(x, n, dst);
+  } else {
+    QuantizeRotatedRow([x](std::size_t o, std::size_t b,
+                           float* f) { ConvertRun<Arch, From, F32Tag>(x + o, f, b); },
+                       [](const float* f, std::size_t b, std::uint8_t* row) {
+                         QuantizeI4Row<Arch, F32Tag>(f, b, row);
+                       },
+                       n, dst);
   }
 }
 
@@ -27,8 +35,17 @@ void DequantizeRow(DType from, const std::uint8_t* src, void* dst, std::size_t n
   auto* out = static_cast<typename To::Stored*>(dst);
   if (from == DType::kI8) {
     DequantizeI8Row<Arch, To>(src, n, out);
-  } else {
+  } else if (from == DType::kI4) {
     DequantizeI4Row<Arch, To>(src, n, out);
+  } else {
+    DequantizeRotatedRow(
+        src, n,
+        [](const std::uint8_t* row, std::size_t b, float* f) {
+          DequantizeI4Row<Arch, F32Tag>(row, b, f);
+        },
+        [out](std::size_t o, std::size_t b, const float* f) {
+          ConvertRun<Arch, F32Tag, To>(f, out + o, b);
+        });
   }
 }
 
@@ -52,6 +69,7 @@ void ConvertRow(DType from, const std::uint8_t* src, DType to, std::uint8_t* dst
         return;
       case DType::kI8:
       case DType::kI4:
+      case DType::kI4H:
         std::terminate();  // quantized to another quantized dtype: not supported
     }
   } else {
@@ -67,6 +85,7 @@ void ConvertRow(DType from, const std::uint8_t* src, DType to, std::uint8_t* dst
         return;
       case DType::kI8:
       case DType::kI4:
+      case DType::kI4H:
         return;  // handled above
     }
   }
@@ -77,7 +96,7 @@ void ConvertRows(DType from, const void* src, std::ptrdiff_t src_stride, DType t
                  std::ptrdiff_t dst_stride, std::size_t rows, std::size_t n) noexcept {
   // Programmer errors (lib/ validates user input): terminate like Expects, which
   // the per-ISA units cannot use (GSL's helpers would be weak symbols here).
-  if ((to == DType::kI4 || from == DType::kI4) && n % static_cast<std::size_t>(kI4Group) != 0) {
+  if ((IsInt4(to) || IsInt4(from)) && n % static_cast<std::size_t>(kI4Group) != 0) {
     std::terminate();
   }
   if (IsQuantized(from) && IsQuantized(to) && from != to) std::terminate();

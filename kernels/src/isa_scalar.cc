@@ -7,6 +7,7 @@
 
 #include "attend_tile.h"
 #include "fill_kernels.h"
+#include "hadamard.h"
 #include "quantize_row.h"
 #include "ringkv/kernels/dtype.h"
 
@@ -37,6 +38,7 @@ float LoadAsFloat(DType dtype, const void* src, std::size_t i) {
       return BF16ToF32(LoadAt<std::uint16_t>(src, i));
     case DType::kI8:
     case DType::kI4:
+    case DType::kI4H:
       break;  // quantized rows are read through their scales, never element-wise
   }
   return 0.0f;
@@ -55,6 +57,7 @@ void StoreFromFloat(DType dtype, void* dst, std::size_t i, float value) {
       return;
     case DType::kI8:
     case DType::kI4:
+    case DType::kI4H:
       return;  // quantized rows are written through their scales, never element-wise
   }
 }
@@ -67,37 +70,62 @@ void Convert(DType from, const void* src, DType to, void* dst, std::size_t n) no
   for (std::size_t i = 0; i < n; ++i) StoreFromFloat(to, dst, i, LoadAsFloat(from, src, i));
 }
 
-// One row of convert_rows (see kernel_table.h), through quantize_row.h.
-void ConvertRow(DType from, const std::uint8_t* src, DType to, std::uint8_t* dst, std::size_t n) {
+// Value i of a kI4 row of n values: s_g * q_i.
+float I4RowValue(const std::uint8_t* row, std::size_t n, std::size_t i) {
+  return LoadQuantScale(row + n / 2 + i / static_cast<std::size_t>(kI4Group) * 4) *
+         static_cast<float>(I4Value(row, i));
+}
+
+// A kI4 row of n values from `load(i)`, one group at a time.
+template <class Load>
+void QuantizeI4RowScalar(Load load, std::size_t n, std::uint8_t* out) {
   constexpr auto kGroup = static_cast<std::size_t>(kI4Group);
+  for (std::size_t g = 0; g < n / kGroup; ++g) QuantizeI4GroupScalar(load, n, g, kGroup, out);
+}
+
+// One row of convert_rows (see kernel_table.h), through quantize_row.h and hadamard.h.
+void ConvertRow(DType from, const std::uint8_t* src, DType to, std::uint8_t* dst, std::size_t n) {
+  const auto load = [&](std::size_t i) { return LoadAsFloat(from, src, i); };
   if (from == to) {
     std::memcpy(dst, src, RowBytes(from, static_cast<std::int64_t>(n)));
   } else if (!IsQuantized(from) && !IsQuantized(to)) {
     Convert(from, src, to, dst, n);
   } else if (to == DType::kI8) {
-    QuantizeI8RowScalar([&](std::size_t i) { return LoadAsFloat(from, src, i); }, n, dst);
+    QuantizeI8RowScalar(load, n, dst);
   } else if (to == DType::kI4) {
-    for (std::size_t g = 0; g < n / kGroup; ++g) {
-      QuantizeI4GroupScalar([&](std::size_t i) { return LoadAsFloat(from, src, i); }, n, g, kGroup,
-                            dst);
-    }
+    QuantizeI4RowScalar(load, n, dst);
+  } else if (to == DType::kI4H) {
+    QuantizeRotatedRow(
+        [&](std::size_t o, std::size_t b, float* x) {
+          for (std::size_t i = 0; i < b; ++i) x[i] = load(o + i);
+        },
+        [](const float* x, std::size_t b, std::uint8_t* row) {
+          QuantizeI4RowScalar([x](std::size_t i) { return x[i]; }, b, row);
+        },
+        n, dst);
   } else if (from == DType::kI8) {
     const float s = LoadQuantScale(src + n);
     for (std::size_t i = 0; i < n; ++i) {
       StoreFromFloat(to, dst, i, s * static_cast<float>(static_cast<std::int8_t>(src[i])));
     }
+  } else if (from == DType::kI4) {
+    for (std::size_t i = 0; i < n; ++i) StoreFromFloat(to, dst, i, I4RowValue(src, n, i));
   } else {
-    for (std::size_t i = 0; i < n; ++i) {
-      const float s = LoadQuantScale(src + n / 2 + i / kGroup * 4);
-      StoreFromFloat(to, dst, i, s * static_cast<float>(I4Value(src, i)));
-    }
+    DequantizeRotatedRow(
+        src, n,
+        [](const std::uint8_t* row, std::size_t b, float* x) {
+          for (std::size_t i = 0; i < b; ++i) x[i] = I4RowValue(row, b, i);
+        },
+        [&](std::size_t o, std::size_t b, const float* x) {
+          for (std::size_t i = 0; i < b; ++i) StoreFromFloat(to, dst, o + i, x[i]);
+        });
   }
 }
 
 void ConvertRows(DType from, const void* src, std::ptrdiff_t src_stride, DType to, void* dst,
                  std::ptrdiff_t dst_stride, std::size_t rows, std::size_t n) noexcept {
   Expects(!(IsQuantized(from) && IsQuantized(to) && from != to));
-  Expects((from != DType::kI4 && to != DType::kI4) || n % static_cast<std::size_t>(kI4Group) == 0);
+  Expects((!IsInt4(from) && !IsInt4(to)) || n % static_cast<std::size_t>(kI4Group) == 0);
   const auto src_bytes = src_stride * static_cast<std::ptrdiff_t>(SizeOf(from));
   const auto dst_bytes = dst_stride * static_cast<std::ptrdiff_t>(SizeOf(to));
   for (std::size_t r = 0; r < rows; ++r) {
@@ -132,8 +160,7 @@ float RowValue(DType dtype, const void* base, std::size_t row, std::size_t n, st
   if (dtype == DType::kI8) {
     return LoadQuantScale(p + n) * static_cast<float>(static_cast<std::int8_t>(p[c]));
   }
-  return LoadQuantScale(p + n / 2 + c / static_cast<std::size_t>(kI4Group) * 4) *
-         static_cast<float>(I4Value(p, c));
+  return I4RowValue(p, n, c);
 }
 
 // The mask term of row (g, i) and global key t: 0, -inf, or the additive value.

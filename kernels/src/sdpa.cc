@@ -14,6 +14,7 @@
 #include <new>
 
 #include "attend_tile.h"
+#include "hadamard.h"
 #include "sdpa_tuning.h"
 
 namespace ringkv::kernels {
@@ -28,15 +29,17 @@ std::int64_t CeilDiv(std::int64_t x, std::int64_t y) { return (x + y - 1) / y; }
 // The shapes every part of the call agrees on.
 struct Dims {
   std::int64_t batch, hq, hkv, group, seq_l, seq_t, d, dv, segments;
+  bool rotate_q;    // K is kI4H: each tile's query rows are rotated into scratch
+  bool rotate_out;  // V is kI4H: each output row is rotated back (set by Validate)
 };
 
 Dims DimsOf(const SdpaShape& shape) {
   Expects(shape.batch >= 1 && shape.q_heads >= 1 && shape.queries >= 1 && shape.key_dim >= 1 &&
           shape.value_dim >= 1 && shape.segments >= 1 && shape.keys >= 0);
   Expects(shape.kv_heads >= 1 && shape.q_heads % shape.kv_heads == 0);
-  return Dims{shape.batch,   shape.q_heads, shape.kv_heads, shape.q_heads / shape.kv_heads,
-              shape.queries, shape.keys,    shape.key_dim,  shape.value_dim,
-              shape.segments};
+  return Dims{shape.batch,    shape.q_heads,      shape.kv_heads, shape.q_heads / shape.kv_heads,
+              shape.queries,  shape.keys,         shape.key_dim,  shape.value_dim,
+              shape.segments, shape.rotated_keys, false};
 }
 
 Dims Validate(const SdpaParams& p, const KernelTable& table) {
@@ -61,8 +64,10 @@ Dims Validate(const SdpaParams& p, const KernelTable& table) {
   const DType kd = first.k.dtype;
   const DType vd = first.v.dtype;
   Expects(IsQuantized(kd) ? IsQuantized(vd) : kd == vd && IsKnownDType(kd));
-  Expects(kd != DType::kI4 || dims.d % kI4Group == 0);
-  Expects(vd != DType::kI4 || dims.dv % kI4Group == 0);
+  Expects(!IsInt4(kd) || dims.d % kI4Group == 0);
+  Expects(!IsInt4(vd) || dims.dv % kI4Group == 0);
+  Expects(dims.rotate_q == (kd == DType::kI4H));
+  dims.rotate_out = vd == DType::kI4H;
   if (IsQuantized(kd)) {
     for (const KvSegment& seg : p.kv) Expects(seg.k.strides[3] == 1 && seg.v.strides[3] == 1);
   }
@@ -84,15 +89,16 @@ Dims Validate(const SdpaParams& p, const KernelTable& table) {
 
 // One task: a row tile of one (batch, kv head) against one chunk of its keys.
 struct Plan {
-  std::int64_t rows_per_tile;  // Lt
-  std::int64_t row_tiles;      // ceil(L / Lt)
-  std::int64_t base_tasks;     // batch * hkv * row_tiles
-  std::int64_t chunks;         // key chunks per base task
-  std::int64_t tile_rows;      // G * Lt: state rows per task
-  std::int64_t key_block;      // keys per inner block of the attend kernel
-  std::int64_t acc_stride;     // Dv rounded up to 16
-  std::int64_t scratch_floats;
-  std::int64_t state_floats;  // m, l, acc of one task
+  std::int64_t rows_per_tile;   // Lt
+  std::int64_t row_tiles;       // ceil(L / Lt)
+  std::int64_t base_tasks;      // batch * hkv * row_tiles
+  std::int64_t chunks;          // key chunks per base task
+  std::int64_t tile_rows;       // G * Lt: state rows per task
+  std::int64_t key_block;       // keys per inner block of the attend kernel
+  std::int64_t acc_stride;      // Dv rounded up to 16
+  std::int64_t scratch_floats;  // the attend kernel's
+  std::int64_t q_floats;        // rotated query rows (kI4H keys), else 0
+  std::int64_t state_floats;    // m, l, acc of one task
   // The workspace: [runs | per-worker scratch | partial states], each part 64-byte aligned.
   std::int64_t run_bytes;     // batch * hkv * segments KvRuns, rounded up to 64
   std::int64_t per_worker;    // floats: scratch (+ state when nothing is merged)
@@ -115,12 +121,13 @@ Plan MakePlan(const Dims& dims, const SdpaTuning& tuning, int threads) {
       plan.tile_rows <= tuning.decode_tile_rows ? tuning.decode_key_block : tuning.key_block;
   plan.acc_stride = RoundUp(dims.dv, kPad);
   plan.scratch_floats = plan.tile_rows * (RoundUp(dims.d, kPad) + plan.key_block + kPad);
+  plan.q_floats = dims.rotate_q ? plan.tile_rows * RoundUp(dims.d, kPad) : 0;
   plan.state_floats = RoundUp(plan.tile_rows, kPad) * 2 + plan.tile_rows * plan.acc_stride;
   const bool split = plan.chunks > 1;
   plan.run_bytes =
       RoundUp(dims.batch * dims.hkv * dims.segments * static_cast<std::int64_t>(sizeof(KvRun)),
               static_cast<std::int64_t>(kSdpaWorkspaceAlignment));
-  plan.per_worker = plan.scratch_floats + (split ? 0 : plan.state_floats);
+  plan.per_worker = plan.scratch_floats + plan.q_floats + (split ? 0 : plan.state_floats);
   plan.total_floats =
       plan.per_worker * threads + (split ? plan.state_floats * plan.base_tasks * plan.chunks : 0);
   return plan;
@@ -133,13 +140,17 @@ struct StateView {
   float* acc;  // [tile_rows, acc_stride]
 };
 
+// kI4H rows as the attend kernels read them: kI4 (the driver does the rotations).
+DType Unrotated(DType dtype) { return dtype == DType::kI4H ? DType::kI4 : dtype; }
+
 StateView ViewState(float* base, const Plan& plan) {
   const std::int64_t rows_pad = RoundUp(plan.tile_rows, kPad);
   return {base, base + rows_pad, base + 2 * rows_pad};
 }
 
 // out row (g, i) of the tile = acc / l, or 0 for a row with no visible key
-// (l == 0 exactly then; a NaN l, from a NaN score, gives NaN).
+// (l == 0 exactly then; a NaN l, from a NaN score, gives NaN). acc is rotated
+// back in place first when V is kI4H (its last use).
 void WriteRows(const SdpaParams& p, const Dims& dims, std::int64_t b, std::int64_t kvh,
                std::int64_t l0, std::int64_t rows, const Plan& plan, const StateView& state) {
   for (std::int64_t g = 0; g < dims.group; ++g) {
@@ -147,7 +158,8 @@ void WriteRows(const SdpaParams& p, const Dims& dims, std::int64_t b, std::int64
       const std::int64_t r = g * rows + i;  // the kernel's state row order
       float* o = p.out + b * p.out_strides[0] + (kvh * dims.group + g) * p.out_strides[1] +
                  (l0 + i) * p.out_strides[2];
-      const float* acc = state.acc + r * plan.acc_stride;
+      float* acc = state.acc + r * plan.acc_stride;
+      if (dims.rotate_out) RotateRow(acc, static_cast<std::size_t>(dims.dv));
       const float l = state.l[r];
       const float inv = l != 0.0f ? 1.0f / l : 0.0f;
       for (std::int64_t c = 0; c < dims.dv; ++c) o[c * p.out_strides[3]] = acc[c] * inv;
@@ -169,6 +181,7 @@ SdpaShape ShapeOf(const SdpaParams& params) noexcept {
     shape.value_dim = params.kv.front().v.shape[3];
   }
   for (const KvSegment& seg : params.kv) shape.keys += seg.k.shape[2];
+  shape.rotated_keys = !params.kv.empty() && params.kv.front().k.dtype == DType::kI4H;
   return shape;
 }
 
@@ -246,12 +259,13 @@ void Sdpa(const SdpaParams& params, const KernelTable& table, Executor& executor
 
     Expects(worker >= 0 && worker < threads);
     float* worker_base = floats + per_worker * worker;
-    const StateView state = ViewState(
-        split ? partials + task * plan.state_floats : worker_base + plan.scratch_floats, plan);
+    const StateView state = ViewState(split ? partials + task * plan.state_floats
+                                            : worker_base + plan.scratch_floats + plan.q_floats,
+                                      plan);
 
     AttendTile tile;
-    tile.k_dtype = params.kv.front().k.dtype;
-    tile.v_dtype = params.kv.front().v.dtype;
+    tile.k_dtype = Unrotated(params.kv.front().k.dtype);
+    tile.v_dtype = Unrotated(params.kv.front().v.dtype);
     tile.d = dims.d;
     tile.dv = dims.dv;
     tile.scale = params.scale;
@@ -259,6 +273,20 @@ void Sdpa(const SdpaParams& params, const KernelTable& table, Executor& executor
              kvh * dims.group * params.q.strides[1] + l0 * params.q.strides[2];
     tile.q_head_stride = params.q.strides[1];
     tile.q_row_stride = params.q.strides[2];
+    if (dims.rotate_q) {
+      float* q_rot = worker_base + plan.scratch_floats;
+      const std::int64_t d_pad = RoundUp(dims.d, kPad);
+      for (std::int64_t g = 0; g < dims.group; ++g) {
+        for (std::int64_t i = 0; i < rows; ++i) {
+          float* row = q_rot + (g * rows + i) * d_pad;
+          std::copy_n(tile.q + g * tile.q_head_stride + i * tile.q_row_stride, dims.d, row);
+          RotateRow(row, static_cast<std::size_t>(dims.d));
+        }
+      }
+      tile.q = q_rot;
+      tile.q_head_stride = rows * d_pad;
+      tile.q_row_stride = d_pad;
+    }
     tile.heads = dims.group;
     tile.rows = rows;
     tile.runs = runs + (b * dims.hkv + kvh) * segments;

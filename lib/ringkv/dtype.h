@@ -2,12 +2,18 @@
 // DType names; the enum, IsKnownDType and the scalar f16/bf16 conversions come from
 // the kernels.
 
+#include <optional>
 #include <string_view>
 
 #include "ringkv/kernels/dtype.h"
 
 namespace ringkv {
 
-std::string_view DTypeName(DType dtype) noexcept;  // "f32", "f16", "bf16", "int8", "int4"
+// "f32", "f16", "bf16", "int8", "int4", "int4h".
+std::string_view DTypeName(DType dtype) noexcept;
+
+// The storage dtype (an element type or a quantized one) that DTypeName calls
+// `name`, or nullopt.
+std::optional<DType> StorageDTypeNamed(std::string_view name) noexcept;
 
 }  // namespace ringkv

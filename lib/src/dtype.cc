@@ -19,8 +19,18 @@ std::string_view DTypeName(DType dtype) noexcept {
       return "int8";
     case DType::kI4:
       return "int4";
+    case DType::kI4H:
+      return "int4h";
   }
   return "unknown";
+}
+
+std::optional<DType> StorageDTypeNamed(std::string_view name) noexcept {
+  for (const DType dtype :
+       {DType::kF32, DType::kF16, DType::kBF16, DType::kI8, DType::kI4, DType::kI4H}) {
+    if (DTypeName(dtype) == name) return dtype;
+  }
+  return std::nullopt;
 }
 
 namespace detail {

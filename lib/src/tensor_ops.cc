@@ -87,8 +87,9 @@ void SliceUpdate(Tensor& dst, const Tensor& src, int axis, std::int64_t begin) {
 
 Tensor AsStored(const Tensor& x, DType storage) {
   if (!IsStorageDType(storage)) {
-    throw Error(fmt::format("[AsStored] storage dtype {} is not one of f32, f16, bf16, int8, int4",
-                            static_cast<int>(storage)));
+    throw Error(
+        fmt::format("[AsStored] storage dtype {} is not one of f32, f16, bf16, int8, int4, int4h",
+                    static_cast<int>(storage)));
   }
   if (!IsQuantized(storage)) return x.AsType(storage);
   if (x.Empty()) return Tensor();  // as AsType
@@ -97,11 +98,10 @@ Tensor AsStored(const Tensor& x, DType storage) {
                                  Summary(x), storage));
   }
   const std::int64_t n = x.Dim(x.Rank() - 1);
-  if (storage == DType::kI4 && n % kI4Group != 0) {
+  if (IsInt4(storage) && n % kI4Group != 0) {
     throw ShapeError(
-        fmt::format("[AsStored] x {} has a last dim of {}, not a multiple of {} (int4 "
-                    "groups)",
-                    Summary(x), n, kI4Group));
+        fmt::format("[AsStored] x {} has a last dim of {}, not a multiple of {} ({} groups)",
+                    Summary(x), n, kI4Group, storage));
   }
   Tensor out = Tensor::Uninitialized(DType::kF32, x.GetShape());
   if (x.NumElements() == 0) return out;

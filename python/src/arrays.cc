@@ -161,6 +161,7 @@ py::dtype NumpyDtype(DType dtype) {
       return py::dtype("uint16");
     case DType::kI8:
     case DType::kI4:
+    case DType::kI4H:
       break;
   }
   throw Error(fmt::format("[ringkv] unknown dtype {}", static_cast<int>(dtype)));
@@ -176,6 +177,7 @@ std::optional<DType> ParseDtype(const char* function, const char* argument, py::
     // By name only: numpy's int8 is a plain integer array, not rows with scales.
     if (name == "int8") return DType::kI8;
     if (name == "int4") return DType::kI4;
+    if (name == "int4h") return DType::kI4H;
   } else {
     try {
       const auto dtype = py::dtype::from_args(py::reinterpret_borrow<py::object>(object));
@@ -184,10 +186,11 @@ std::optional<DType> ParseDtype(const char* function, const char* argument, py::
       // Not a dtype at all: reported below like any other value.
     }
   }
-  throw Error(fmt::format(
-      "[{}] {} {} is not None, 'f32', 'f16', 'bf16', 'int8', 'int4' or numpy float32, float16, "
-      "uint16 (bf16)",
-      function, argument, py::repr(object).cast<std::string>()));
+  throw Error(
+      fmt::format("[{}] {} {} is not None, 'f32', 'f16', 'bf16', 'int8', 'int4', 'int4h' or numpy "
+                  "float32, float16, "
+                  "uint16 (bf16)",
+                  function, argument, py::repr(object).cast<std::string>()));
 }
 
 }  // namespace ringkv::python

@@ -1,4 +1,4 @@
-// Caches that store K/V quantized (int8, int4, int8 K + int4 V): what State()
+// Caches that store K/V quantized (int8, int4, int4h, int8 K + int4 V): what State()
 // reads back, that every block move keeps the stored rows bit for bit
 // (snapshots, forks, ring copies), and that bad input changes nothing.
 
@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,7 @@
 #include "ringkv/kv_cache.h"
 #include "ringkv/rotating_kv_cache.h"
 #include "ringkv/tensor_ops.h"
+#include "support/hadamard_reference.h"
 
 namespace ringkv::test {
 namespace {
@@ -49,26 +51,44 @@ std::pair<Tensor, Tensor> Tokens(int first, int count) {
   return {Concatenate(k, 2), Concatenate(v, 2)};
 }
 
+// Each row of `values` rotated as int4h stores it (float64).
+std::vector<double> Rotated(const std::vector<double>& values, std::int64_t n) {
+  std::vector<double> out;
+  for (std::size_t r = 0; r < values.size(); r += static_cast<std::size_t>(n)) {
+    const std::vector<double> row =
+        ReferenceRotate(std::span(values).subspan(r, static_cast<std::size_t>(n)));
+    out.insert(out.end(), row.begin(), row.end());
+  }
+  return out;
+}
+
 // |stored - input| <= s / 2 for every value, s the scale of its row (int8) or
 // group of 32 (int4) computed in double from the input: symmetric rounding to
-// the nearest step. A 1e-6 relative slack covers the f32 scale.
+// the nearest step. For int4h the same holds for both rotated (float64). A 1e-6
+// relative slack covers the f32 scale (and int4h's f32 rotation back).
 void ExpectWithinHalfStep(const Tensor& input, const Tensor& stored, DType dtype) {
   ASSERT_EQ(stored.Dtype(), DType::kF32);
   ASSERT_EQ(stored.GetShape(), input.GetShape());
-  const std::vector<float> x = input.ToVector();
-  const std::vector<float> y = stored.ToVector();
   const std::int64_t n = input.Dim(3);
+  const std::vector<float> xf = input.ToVector();
+  const std::vector<float> yf = stored.ToVector();
+  std::vector<double> x(xf.begin(), xf.end());
+  std::vector<double> y(yf.begin(), yf.end());
+  if (dtype == DType::kI4H) {
+    x = Rotated(x, n);
+    y = Rotated(y, n);
+  }
   const std::int64_t group = dtype == DType::kI8 ? n : kI4Group;
   const double levels = dtype == DType::kI8 ? 127.0 : 7.0;
   double worst = 0.0;
   for (std::size_t g = 0; g < x.size(); g += static_cast<std::size_t>(group)) {
     double amax = 0.0;
     for (std::size_t i = g; i < g + static_cast<std::size_t>(group); ++i) {
-      amax = std::max(amax, std::abs(static_cast<double>(x[i])));
+      amax = std::max(amax, std::abs(x[i]));
     }
     const double half_step = amax / levels / 2.0;
     for (std::size_t i = g; i < g + static_cast<std::size_t>(group); ++i) {
-      const double err = std::abs(static_cast<double>(y[i]) - static_cast<double>(x[i]));
+      const double err = std::abs(y[i] - x[i]);
       worst = std::max(worst, err / half_step);
       ASSERT_LE(err, half_step * (1.0 + 1e-6)) << "value " << i << " of " << DTypeName(dtype);
     }
@@ -176,6 +196,7 @@ TEST_P(QuantizedCacheTest, BadInputChangesNothing) {
 INSTANTIATE_TEST_SUITE_P(Storage, QuantizedCacheTest,
                          ::testing::Values(StorageCase{"int8", KvStorage::Same(DType::kI8)},
                                            StorageCase{"int4", KvStorage::Same(DType::kI4)},
+                                           StorageCase{"int4h", KvStorage::Same(DType::kI4H)},
                                            StorageCase{"int8_k_int4_v",
                                                        KvStorage{DType::kI8, DType::kI4}}),
                          [](const auto& param_info) { return std::string(param_info.param.name); });

@@ -47,6 +47,7 @@ std::uint32_t ScalarConvert(DType from, std::uint32_t bits, DType to) {
       break;
     case DType::kI8:
     case DType::kI4:
+    case DType::kI4H:
       break;  // element types only: quantization has its own tests
   }
   switch (to) {
@@ -58,6 +59,7 @@ std::uint32_t ScalarConvert(DType from, std::uint32_t bits, DType to) {
       return F32ToBF16(value);
     case DType::kI8:
     case DType::kI4:
+    case DType::kI4H:
       break;
   }
   return 0;

@@ -196,10 +196,53 @@ std::vector<QCase> Cases() {
        .v_dtype = kI4,
        .mask = MaskKind::kCausal,
        .tol = 3e-7 /* measured 1.13e-7 */});
-  for (DType kd : {kI8, kI4}) {
-    for (DType vd : {kI8, kI4}) {
-      add({.name =
-               std::string("nan_hidden_") + (kd == kI8 ? "i8" : "i4") + (vd == kI8 ? "_i8" : "_i4"),
+  // int4h: the driver rotates q (K) and the output (V); blocks of 128, 32 (d 96),
+  // 256 and 64, split into key chunks on two threads.
+  add({.name = "decode_i4h_gqa_d128",
+       .hq = 8,
+       .hkv = 2,
+       .seq_t = 333,
+       .d = 128,
+       .dv = 128,
+       .k_dtype = kI4H,
+       .v_dtype = kI4H,
+       .tol = 1.5e-7 /* measured 4.84e-8 */});
+  add({.name = "decode_i4hk_i8v_d96_segments",
+       .hq = 4,
+       .hkv = 1,
+       .seq_t = 300,
+       .d = 96,
+       .dv = 96,
+       .k_dtype = kI4H,
+       .segments = {5, 130, 165},
+       .strided = true,
+       .tol = 2.5e-7 /* measured 7.41e-8 */});
+  add({.name = "prefill_causal_i8k_i4hv_d256",
+       .hq = 4,
+       .hkv = 2,
+       .seq_l = 9,
+       .seq_t = 70,
+       .d = 256,
+       .dv = 256,
+       .v_dtype = kI4H,
+       .mask = MaskKind::kCausal,
+       .tol = 3e-7 /* measured 8.99e-8 */});
+  add({.name = "prefill_causal_i4h_d64_i4v",
+       .batch = 2,
+       .hq = 6,
+       .hkv = 3,
+       .seq_l = 21,
+       .seq_t = 50,
+       .k_dtype = kI4H,
+       .v_dtype = kI4,
+       .mask = MaskKind::kCausal,
+       .tol = 3.5e-7 /* measured 1.20e-7 */});
+  const auto short_name = [](DType dtype) {
+    return dtype == kI8 ? "i8" : dtype == kI4 ? "i4" : "i4h";
+  };
+  for (DType kd : {kI8, kI4, kI4H}) {
+    for (DType vd : {kI8, kI4, kI4H}) {
+      add({.name = std::string("nan_hidden_") + short_name(kd) + "_" + short_name(vd),
            .hq = 4,
            .hkv = 2,
            .seq_l = 5,
@@ -210,7 +253,7 @@ std::vector<QCase> Cases() {
            .v_dtype = vd,
            .segments = {70, 80},
            .nan_hidden = true,
-           .tol = 3.5e-7 /* measured 1.21e-7 */});
+           .tol = 3.5e-7 /* measured 1.21e-7 (int4h 9.72e-8) */});
     }
   }
   return cs;

@@ -266,13 +266,11 @@ TEST(DemoMemory, EstimateOfASmallRun) {
   EXPECT_EQ(serving.logits, (kept + sequence + 3 * (2 + 1 + 5) + (4 + 2 + 5)) * 10 * 4);
 }
 
-// Every storage dtype by name; int4 needs a head dim of whole groups of 32.
+// Every storage dtype by name; int4 and int4h need a head dim of whole groups of 32.
 TEST(DemoOptions, KvDtypeTakesEveryStorageDtype) {
-  const std::vector<std::pair<std::string, DType>> names = {{"f32", DType::kF32},
-                                                            {"f16", DType::kF16},
-                                                            {"bf16", DType::kBF16},
-                                                            {"int8", DType::kI8},
-                                                            {"int4", DType::kI4}};
+  const std::vector<std::pair<std::string, DType>> names = {
+      {"f32", DType::kF32}, {"f16", DType::kF16}, {"bf16", DType::kBF16},
+      {"int8", DType::kI8}, {"int4", DType::kI4}, {"int4h", DType::kI4H}};
   for (const auto& [name, dtype] : names) {
     EXPECT_EQ(Parse({"--kv-dtype", name, "--head-dim", "32"}).options.model.kv_dtype, dtype)
         << name;
@@ -283,11 +281,16 @@ TEST(DemoOptions, KvDtypeTakesEveryStorageDtype) {
        {"[ringkv_demo]", "--head-dim 48", "multiple of 32", "--kv-dtype int4"}) {
     EXPECT_NE(int4.find(piece), std::string::npos) << int4;
   }
+  const std::string int4h = ParseError({"--kv-dtype", "int4h", "--head-dim", "40"});
+  EXPECT_NE(int4h.find("--head-dim 40 is not a multiple of 32, which --kv-dtype int4h needs"),
+            std::string::npos)
+      << int4h;
   // The default head dim (64) holds two groups.
   EXPECT_EQ(ParseError({"--kv-dtype", "int4"}), "");
+  EXPECT_EQ(ParseError({"--kv-dtype", "int4h"}), "");
   const std::string unknown = ParseError({"--kv-dtype", "int2"});
   EXPECT_NE(unknown.find("int2"), std::string::npos) << unknown;
-  EXPECT_NE(DemoHelp().find("f32, f16, bf16, int8 or int4"), std::string::npos);
+  EXPECT_NE(DemoHelp().find("f32, f16, bf16, int8, int4 or int4h"), std::string::npos);
 }
 
 // K/V bytes per token from RowBytes (scales included); the serving pools store

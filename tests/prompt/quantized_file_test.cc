@@ -19,11 +19,13 @@
 #include "cache_file_test_util.h"
 #include "ringkv/format.h"
 #include "ringkv/snapshot_data.h"
+#include "support/hadamard_reference.h"
 
 namespace ringkv::test {
 namespace {
 
 using nlohmann::json;
+using test::ReferenceRotate;
 
 struct QuantSpec {
   const char* name;
@@ -35,9 +37,11 @@ void PrintTo(const QuantSpec& s, std::ostream* os) { *os << s.name; }
 std::string SpecName(const ::testing::TestParamInfo<QuantSpec>& p) { return p.param.name; }
 
 // int8 rows of 30 values are 34 bytes: the blocks pad them to 36, the file does not.
+// int4h rows of 96 values rotate blocks of 32 (the largest power of two dividing 96).
 const QuantSpec kSpecs[] = {{"int8", KvStorage::Same(DType::kI8), 30},
                             {"int4", KvStorage::Same(DType::kI4), 64},
-                            {"int8_keys_int4_values", KvStorage{DType::kI8, DType::kI4}, 32}};
+                            {"int8_keys_int4_values", KvStorage{DType::kI8, DType::kI4}, 32},
+                            {"int8_keys_int4h_values", KvStorage{DType::kI8, DType::kI4H}, 96}};
 
 // Two sliding layers (window 8) and a global one, blocks of 3 tokens.
 LayerCaches QModel(const QuantSpec& spec) {
@@ -65,18 +69,20 @@ std::vector<std::vector<float>> QStep(LayerCaches& caches, std::int64_t length, 
 }
 
 // The file's stored rows [Hkv, slots, RowBytes] decoded by the documented layout:
-// int8: `dim` signed bytes then one f32 scale; int4: dim / 2 bytes (value 2i in
-// the low nibble of byte i, 2i + 1 in the high one, two's complement) then
-// dim / 32 f32 scales. x = scale * q.
-std::vector<float> DecodeRows(const std::byte* rows, std::size_t count, DType dtype,
-                              std::int64_t dim) {
+// int8: `dim` signed bytes then one f32 scale; int4 and int4h: dim / 2 bytes
+// (value 2i in the low nibble of byte i, 2i + 1 in the high one, two's
+// complement) then dim / 32 f32 scales. x = scale * q, for int4h then rotated
+// back (float64, support/hadamard_reference.h).
+std::vector<double> DecodeRows(const std::byte* rows, std::size_t count, DType dtype,
+                               std::int64_t dim) {
   const auto n = static_cast<std::size_t>(dim);
   const std::size_t groups = dtype == DType::kI8 ? 1 : n / 32;
   const std::size_t data = dtype == DType::kI8 ? n : n / 2;
   const std::size_t row_bytes = data + 4 * groups;
-  std::vector<float> out;
+  std::vector<double> out;
   for (std::size_t r = 0; r < count; ++r) {
     const std::byte* row = rows + r * row_bytes;
+    std::vector<double> values;
     for (std::size_t i = 0; i < n; ++i) {
       int q = 0;
       if (dtype == DType::kI8) {
@@ -88,8 +94,10 @@ std::vector<float> DecodeRows(const std::byte* rows, std::size_t count, DType dt
       }
       float scale = 0;
       std::memcpy(&scale, row + data + 4 * (dtype == DType::kI8 ? 0 : i / 32), 4);
-      out.push_back(scale * static_cast<float>(q));
+      values.push_back(static_cast<double>(scale * static_cast<float>(q)));
     }
+    if (dtype == DType::kI4H) values = ReferenceRotate(values);
+    out.insert(out.end(), values.begin(), values.end());
   }
   return out;
 }
@@ -141,9 +149,11 @@ TEST_P(QuantizedCacheFile, TheFileHoldsTheStoredRowsAsDocumented) {
       EXPECT_EQ(layer["storage_dtype"], (json{{"keys", DTypeName(spec.storage.keys)},
                                               {"values", DTypeName(spec.storage.values)}}));
       const auto side = [&](DType dtype) {
-        return json{{"dtype", DTypeName(dtype)},
-                    {"group", dtype == DType::kI8 ? spec.dim : 32},
-                    {"scales", "f32le_after_data"}};
+        json s{{"dtype", DTypeName(dtype)},
+               {"group", dtype == DType::kI8 ? spec.dim : 32},
+               {"scales", "f32le_after_data"}};
+        if (dtype == DType::kI4H) s["rotation"] = {{"kind", "hadamard"}, {"block", 32}};
+        return s;
       };
       EXPECT_EQ(layer["kv"], (json{{"heads", kKvHeads},
                                    {"key_dim", spec.dim},
@@ -159,11 +169,19 @@ TEST_P(QuantizedCacheFile, TheFileHoldsTheStoredRowsAsDocumented) {
         const auto row_bytes = static_cast<std::int64_t>(RowBytes(dtype, spec.dim));
         EXPECT_EQ(entry["dtype"], "U8");
         ASSERT_EQ(entry["shape"], (json{1, kKvHeads, slots, row_bytes})) << "layer " << l;
-        const std::vector<float> decoded =
+        const std::vector<double> decoded =
             DecodeRows(file.data.data() + entry["data_offsets"][0].get<std::size_t>(),
                        static_cast<std::size_t>(kKvHeads * slots), dtype, spec.dim);
-        EXPECT_EQ(decoded, (keys ? dequantised.keys : dequantised.values).ToVector())
-            << "layer " << l << (keys ? " keys" : " values");
+        const std::vector<float> cache_reads =
+            (keys ? dequantised.keys : dequantised.values).ToVector();
+        ASSERT_EQ(decoded.size(), cache_reads.size());
+        // s * q is one f32 product; int4h's f32 butterflies round a little more
+        // (measured at most 1.8e-7 on values up to 1.1).
+        const double tolerance = dtype == DType::kI4H ? 5e-7 : 0.0;
+        for (std::size_t i = 0; i < decoded.size(); ++i) {
+          ASSERT_NEAR(decoded[i], static_cast<double>(cache_reads[i]), tolerance)
+              << "layer " << l << (keys ? " keys" : " values") << " value " << i;
+        }
       }
     }
   }
@@ -254,7 +272,7 @@ TEST_P(QuantizedCacheFile, CorruptedQuantizedLayersAreRefusedNamingTheValue) {
   {
     Edited f(valid);
     f.caches["layers"][2]["kv"]["keys"]["dtype"] = "int2";
-    ExpectRefused(f.Bytes(), "caches.layers[2].kv.keys.dtype is \"int2\", not int8 or int4");
+    ExpectRefused(f.Bytes(), "caches.layers[2].kv.keys.dtype is \"int2\", not int8, int4 or int4h");
   }
   {
     Edited f(valid);
@@ -283,7 +301,8 @@ TEST_P(QuantizedCacheFile, CorruptedQuantizedLayersAreRefusedNamingTheValue) {
   {
     Edited f(valid);
     f.caches["layers"][2]["storage_dtype"] = json{{"keys", "int8"}, {"values", "f16"}};
-    ExpectRefused(f.Bytes(), "caches.layers[2].storage_dtype.values is \"f16\", not int8 or int4");
+    ExpectRefused(f.Bytes(),
+                  "caches.layers[2].storage_dtype.values is \"f16\", not int8, int4 or int4h");
   }
   {
     // Rows of the wrong size: the same bytes as twice the slots of half rows.
@@ -481,7 +500,8 @@ TEST_P(QuantizedPromptFile, ACorruptedFileLeavesThePromptCacheUnchanged) {
     CraftedFile f = CraftedFile::Parse(file_);
     f.model["layers"][1]["kv"]["keys"]["dtype"] = "int3";
     const std::string what = refused(f.Bytes());
-    EXPECT_NE(what.find("kv.keys.dtype is \"int3\", not int8 or int4"), std::string::npos) << what;
+    EXPECT_NE(what.find("kv.keys.dtype is \"int3\", not int8, int4 or int4h"), std::string::npos)
+        << what;
     expect_unchanged();
   }
   {

@@ -6,6 +6,8 @@
 #include <cstring>
 #include <limits>
 
+#include "support/hadamard_reference.h"
+
 namespace ringkv::test {
 namespace {
 
@@ -17,15 +19,11 @@ using kernels::MaskKind;
 using kernels::MaskSpec;
 using kernels::SdpaParams;
 
-// Value i3 of a quantized row (dtype.h): row + data, then the f32 scales.
-double QuantizedElement(const ArrayRef& a, std::int64_t i0, std::int64_t i1, std::int64_t i2,
-                        std::int64_t i3) {
-  const auto* row = static_cast<const std::uint8_t*>(a.data) + i0 * a.strides[0] +
-                    i1 * a.strides[1] + i2 * a.strides[2];
-  const std::int64_t n = a.shape[3];
+// Stored value i3 of a quantized row (dtype.h): row + data, then the f32 scales.
+double StoredElement(DType dtype, const std::uint8_t* row, std::int64_t n, std::int64_t i3) {
   float scale = 0.0f;
   int q = 0;
-  if (a.dtype == DType::kI8) {
+  if (dtype == DType::kI8) {
     std::memcpy(&scale, row + n, sizeof scale);
     q = static_cast<std::int8_t>(row[i3]);
   } else {
@@ -34,6 +32,24 @@ double QuantizedElement(const ArrayRef& a, std::int64_t i0, std::int64_t i1, std
     q = nibble >= 8 ? nibble - 16 : nibble;
   }
   return static_cast<double>(scale) * q;
+}
+
+// Value i3 of a quantized row; for kI4H, by the definition in dtype.h: the
+// stored values of its block rotated back, sum_j H_b(i, j) y_j / sqrt(b) with
+// i = i3's index in the block and H_b(i, j) = (-1)^popcount(i & j).
+double QuantizedElement(const ArrayRef& a, std::int64_t i0, std::int64_t i1, std::int64_t i2,
+                        std::int64_t i3) {
+  const auto* row = static_cast<const std::uint8_t*>(a.data) + i0 * a.strides[0] +
+                    i1 * a.strides[1] + i2 * a.strides[2];
+  const std::int64_t n = a.shape[3];
+  if (a.dtype != DType::kI4H) return StoredElement(a.dtype, row, n, i3);
+  const std::int64_t b = I4HBlock(n);
+  const std::int64_t first = i3 / b * b;
+  double sum = 0.0;
+  for (std::int64_t j = 0; j < b; ++j) {
+    sum += HadamardSign(i3 - first, j) * StoredElement(DType::kI4, row, n, first + j);
+  }
+  return sum / std::sqrt(static_cast<double>(b));
 }
 
 double Element(const ArrayRef& a, std::int64_t i0, std::int64_t i1, std::int64_t i2,
@@ -50,6 +66,7 @@ double Element(const ArrayRef& a, std::int64_t i0, std::int64_t i1, std::int64_t
       return static_cast<double>(BF16ToF32(static_cast<const std::uint16_t*>(a.data)[off]));
     case DType::kI8:
     case DType::kI4:
+    case DType::kI4H:
       break;  // QuantizedElement
   }
   return 0.0;

@@ -50,10 +50,7 @@ struct Spelled {
 };
 
 DType KvDtype(const std::string& name) {
-  for (const DType d : {DType::kF32, DType::kBF16, DType::kI8, DType::kI4}) {
-    if (name == DTypeName(d)) return d;
-  }
-  return DType::kF16;  // the only other name the flag's check lets through
+  return StorageDTypeNamed(name).value_or(DType::kF16);  // the flag's check lets names only
 }
 
 // Declares every flag on `app`, writing into `o` (and `spelled`) when parsed.
@@ -79,10 +76,11 @@ void AddFlags(CLI::App& app, DemoOptions& o, Spelled& spelled) {
   opt("--window", m.window, "sliding-window layers see this many tokens", model);
   opt("--global-every", m.global_every, "every N-th layer is global (1: all, 0: none)", model);
   opt("--kv-dtype", spelled.kv_dtype,
-      "what the caches store: f32, f16, bf16, int8 or int4 (int4: --head-dim a multiple of 32; "
-      "the serving scene's pools store f16 for int8 / int4)",
+      "what the caches store: f32, f16, bf16, int8, int4 or int4h (int4 with a Hadamard "
+      "rotation) (int4, int4h: --head-dim a multiple of 32; the serving scene's pools store f16 "
+      "for the quantized dtypes)",
       model)
-      ->check(CLI::IsMember({"f32", "f16", "bf16", "int8", "int4"}));
+      ->check(CLI::IsMember({"f32", "f16", "bf16", "int8", "int4", "int4h"}));
   opt("--seed", m.seed, "weights", model)->check(Uint64());
   const char* context = "context";
   opt("--prompt", o.prompt, "turn 1 prompt tokens", context);
@@ -187,11 +185,11 @@ void ValidateDemoOptions(const DemoOptions& o) {
   if (m.head_dim % 2 != 0) {
     throw Error(fmt::format("[ringkv_demo] --head-dim {} must be even (rotary pairs)", m.head_dim));
   }
-  if (m.kv_dtype == DType::kI4 && m.head_dim % kI4Group != 0) {
+  if (IsInt4(m.kv_dtype) && m.head_dim % kI4Group != 0) {
     throw Error(fmt::format(
-        "[ringkv_demo] --head-dim {} is not a multiple of {}, which --kv-dtype int4 needs (one "
+        "[ringkv_demo] --head-dim {} is not a multiple of {}, which --kv-dtype {} needs (one "
         "scale per group of {} values)",
-        m.head_dim, kI4Group, kI4Group));
+        m.head_dim, kI4Group, m.kv_dtype, kI4Group));
   }
   const std::array<std::pair<const char*, int>, 6> tokens = {{{"--prompt", o.prompt},
                                                               {"--decode", o.decode},

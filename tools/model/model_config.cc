@@ -33,14 +33,15 @@ void ModelConfig::Validate() const {
     throw Error(fmt::format("[ModelConfig] head_dim {} must be even (rotary pairs)", head_dim));
   }
   if (!IsStorageDType(kv_dtype)) {
-    throw Error(fmt::format("[ModelConfig] kv_dtype {} is not one of f32, f16, bf16, int8, int4",
-                            static_cast<int>(kv_dtype)));
+    throw Error(
+        fmt::format("[ModelConfig] kv_dtype {} is not one of f32, f16, bf16, int8, int4, int4h",
+                    static_cast<int>(kv_dtype)));
   }
-  if (kv_dtype == DType::kI4 && head_dim % kI4Group != 0) {
+  if (IsInt4(kv_dtype) && head_dim % kI4Group != 0) {
     throw Error(
         fmt::format("[ModelConfig] head_dim {} is not a multiple of {}, which kv_dtype "
-                    "int4 needs (scale groups)",
-                    head_dim, kI4Group));
+                    "{} needs (scale groups)",
+                    head_dim, kI4Group, kv_dtype));
   }
   if (global_every < 0) {
     throw Error(fmt::format("[ModelConfig] global_every is {}, expected >= 0", global_every));

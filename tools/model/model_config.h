@@ -39,7 +39,7 @@ struct ModelConfig {
   // Layer i is global when (i + 1) % global_every == 0 (4: layers 3, 7, ...);
   // 1 makes every layer global, 0 none.
   int global_every = 4;
-  // What the caches store: f32, f16, bf16, int8 or int4 (int4: head_dim % 32 == 0).
+  // What the caches store: f32, f16, bf16, int8, int4 or int4h (int4, int4h: head_dim % 32 == 0).
   DType kv_dtype = DType::kF16;
   float rope_theta = 10000.0f;
   float norm_eps = 1e-6f;

@@ -3,13 +3,14 @@
 //   out = softmax(scale * Q K^T + mask) V
 // Q [B, Hq, L, D] f32, K [B, Hkv, T, D], V [B, Hkv, T, Dv] read as stored, out
 // [B, Hq, L, Dv] f32. K and V are f32/f16/bf16 (the same dtype), or quantized
-// (kI8 / kI4, dtype.h; K and V may then differ): a quantized array's shape counts
+// (kI8 / kI4 / kI4H, dtype.h; K and V may then differ): a quantized array's shape counts
 // values, its strides count bytes, its last stride is 1 and each row of D (Dv)
 // values is RowBytes(dtype, D) bytes with its scales; the kernels fold the scales
-// into the scores and the softmax weights instead of dequantizing. K and V may be split along T
-// into segments (a paged cache hands over its blocks in place, without gathering them). Hq is a
-// multiple of Hkv: query head h reads kv head h / (Hq / Hkv). The kernels know nothing about caches
-// or tensors; lib/ validates user input and fills these structs.
+// into the scores and the softmax weights instead of dequantizing, and for kI4H
+// rotate the query rows (K) or the output rows (V) instead of the stored rows. K and V may be split
+// along T into segments (a paged cache hands over its blocks in place, without gathering them). Hq
+// is a multiple of Hkv: query head h reads kv head h / (Hq / Hkv). The kernels know nothing about
+// caches or tensors; lib/ validates user input and fills these structs.
 
 #include <array>
 #include <cstddef>
@@ -82,6 +83,7 @@ struct SdpaShape {
   std::int64_t key_dim = 0;    // D
   std::int64_t value_dim = 0;  // Dv
   std::int64_t segments = 0;
+  bool rotated_keys = false;  // K is kI4H (the query rows are rotated in scratch)
 };
 
 // The shape of `params` (reads shapes only, never data).

@@ -125,6 +125,8 @@ void Run(const char* function, const Tensor& q, const KvShape& kv, KvSource sour
   shape.key_dim = kv.k_dim;
   shape.value_dim = kv.v_dim;
   shape.segments = segments;
+  shape.rotated_keys =
+      (source.view != nullptr ? source.view->KeyDtype() : source.single->k.dtype) == DType::kI4H;
   const std::size_t segment_bytes =
       RoundUp(static_cast<std::size_t>(segments) * sizeof(kernels::KvSegment));
   const std::size_t q_bytes =

@@ -20,10 +20,10 @@ void CheckRank(const char* function, const char* name, const Tensor& t) {
 }
 
 void CheckI4Dim(const char* function, const char* name, DType dtype, std::int64_t dim) {
-  if (dtype == DType::kI4 && dim % kI4Group != 0) {
+  if (IsInt4(dtype) && dim % kI4Group != 0) {
     throw ShapeError(
-        fmt::format("[{}] {} dim 3 (head dim) is {}, but int4 storage needs a multiple of {}",
-                    function, name, dim, kI4Group));
+        fmt::format("[{}] {} dim 3 (head dim) is {}, but {} storage needs a multiple of {}",
+                    function, name, dim, dtype, kI4Group));
   }
 }
 
@@ -101,8 +101,9 @@ std::optional<KvStorage> CheckKvStorage(const char* function, std::optional<KvSt
   const DType k = storage->keys, v = storage->values;
   for (const DType dtype : {k, v}) {
     if (!IsStorageDType(dtype)) {
-      throw Error(fmt::format("[{}] dtype {} is not one of f32, f16, bf16, int8, int4 (storage {})",
-                              function, static_cast<int>(dtype), dtype == k ? "keys" : "values"));
+      throw Error(
+          fmt::format("[{}] dtype {} is not one of f32, f16, bf16, int8, int4, int4h (storage {})",
+                      function, static_cast<int>(dtype), dtype == k ? "keys" : "values"));
     }
   }
   if (IsQuantized(k) != IsQuantized(v)) {

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <climits>
+#include <optional>
 #include <type_traits>
 
 #include "caches_format.h"
@@ -12,6 +13,7 @@
 #include "file_layer.h"
 #include "file_tensors.h"
 #include "ringkv/cache_file.h"
+#include "ringkv/dtype.h"
 #include "ringkv/error.h"
 #include "ringkv/format.h"
 
@@ -33,9 +35,9 @@ constexpr std::string_view kOwnKeys[] = {"format", "version",   "caches",
 
 DType QuantizedName(const json& storage, const char* key, const std::string& where) {
   const std::string name = detail::String(storage, key, where);
-  if (name == "int8") return DType::kI8;
-  if (name == "int4") return DType::kI4;
-  Bad("{}.{} is {}, not int8 or int4", where, key, detail::Describe(json(name)));
+  const std::optional<DType> dtype = StorageDTypeNamed(name);
+  if (dtype.has_value() && IsQuantized(*dtype)) return *dtype;
+  Bad("{}.{} is {}, not int8, int4 or int4h", where, key, detail::Describe(json(name)));
 }
 
 // storage_dtype: null, a float dtype's safetensors name, or the quantized

@@ -143,6 +143,7 @@ const char* SafetensorsDType(DType dtype) noexcept {
       return "BF16";
     case DType::kI8:
     case DType::kI4:
+    case DType::kI4H:
       break;  // quantized blocks are not safetensors tensors of one element type
   }
   return "?";
