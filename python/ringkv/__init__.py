@@ -3,7 +3,7 @@
 Arrays are numpy arrays [1, H, L, D] (B = 1) of float32 or float16; bfloat16 is
 passed as its raw bits in a uint16 array (numpy has no bfloat16). Inputs are
 read in place (no copy); results are arrays over ringkv's memory (README.md,
-"Python"). Caches may store K/V quantized (dtype="int8" / "int4", or key_dtype /
+"Python"). Caches may store K/V quantized (dtype="int8" / "int4" / "int4h", or key_dtype /
 value_dtype): they take float inputs and return float32 dequantised copies
 (docs/python.md, "Quantized K/V").
 """

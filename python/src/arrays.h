@@ -51,7 +51,7 @@ py::array ToArray(const Tensor& tensor, bool writeable);
 py::dtype NumpyDtype(DType dtype);
 
 // A storage dtype argument: None -> nullopt; "f32" / "f16" / "bf16" (also
-// "float32", "float16", "bfloat16"), "int8" / "int4" (quantized, by name only),
+// "float32", "float16", "bfloat16"), "int8" / "int4" / "int4h" (quantized, by name only),
 // or anything numpy.dtype() accepts that maps to a float one (float32, float16,
 // uint16 for bf16). Else ringkv::Error naming `argument` and the value.
 std::optional<DType> ParseDtype(const char* function, const char* argument, py::handle dtype);

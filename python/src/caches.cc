@@ -156,8 +156,10 @@ py::object WrapCache(std::shared_ptr<CacheSource> source, AttentionCache& cache)
 
 constexpr const char* kStorageDoc =
     "dtype: what the blocks hold K and V in: 'f32', 'f16', 'bf16' (update converts any float "
-    "input to it), 'int8' (one scale per token and head) or 'int4' (one scale per group of 32 "
-    "values; the head dim must be a multiple of 32); None: the first update's input dtype. "
+    "input to it), 'int8' (one scale per token and head), 'int4' (one scale per group of 32 "
+    "values; the head dim must be a multiple of 32) or 'int4h' (int4 of the rows rotated by an "
+    "orthonormal Hadamard transform, which spreads outlier channels; the same bytes per token); "
+    "None: the first update's input dtype. "
     "key_dtype / value_dtype set one side each (the other falls back to dtype), e.g. "
     "key_dtype='int8', value_dtype='int4'; a float side needs the other to be the same float. "
     "Quantized caches quantize on update; state, keys() and values() return float32 copies of "
@@ -174,8 +176,9 @@ void RegisterCaches(py::module_& m) {
                              "(keys, values): the stored tokens in storage order, read-only "
                              "arrays [1, Hkv, T, D] (views of the blocks when they are one run, "
                              "else copies); they keep the blocks alive, and show the cache as it "
-                             "was until its next mutating call. An int8 / int4 side comes back "
-                             "as a float32 copy of the dequantised values (scale * q).")
+                             "was until its next mutating call. A quantized side comes back "
+                             "as a float32 copy of the dequantised values (scale * q, rotated "
+                             "back for int4h).")
       .def_property_readonly(
           "offset", [](const PyCache& c) { return c.Get("AttentionCache.offset").Offset(); })
       .def_property_readonly(
@@ -183,7 +186,7 @@ void RegisterCaches(py::module_& m) {
           [](const PyCache& c) {
             return DtypeName(c.Get("AttentionCache.storage_dtype").StorageDtype());
           },
-          "The dtype the blocks hold K and V in ('f32', 'f16', 'bf16', 'int8', 'int4'); None "
+          "The dtype the blocks hold K and V in ('f32', 'f16', 'bf16', 'int8', 'int4', 'int4h'); None "
           "when the first update decides, or when keys and values differ (see key_dtype).")
       .def_property_readonly(
           "key_dtype",

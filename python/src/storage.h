@@ -20,7 +20,7 @@ namespace py = pybind11;
 std::optional<KvStorage> ParseStorage(const char* function, py::handle dtype, py::handle key_dtype,
                                       py::handle value_dtype);
 
-// "f32", "f16", "bf16", "int8" or "int4"; None for nullopt.
+// "f32", "f16", "bf16", "int8", "int4" or "int4h"; None for nullopt.
 py::object DtypeName(std::optional<DType> dtype);
 
 }  // namespace ringkv::python

@@ -124,12 +124,13 @@ void CheckCheck(const json& report, bool skipped, int exit_code) {
 }
 
 // Bytes of one stored row of n values (kernels/ringkv/kernels/dtype.h), from the
-// dtype's name: the data, then one f32 scale per row (int8) or per 32 (int4).
+// dtype's name: the data, then one f32 scale per row (int8) or per 32 (int4,
+// int4h: the rotation does not change the layout).
 double RowBytes(const std::string& dtype, double n) {
   if (dtype == "f32") return 4 * n;
   if (dtype == "f16" || dtype == "bf16") return 2 * n;
   if (dtype == "int8") return n + 4;
-  if (dtype == "int4") return n / 2 + n / 32 * 4;
+  if (dtype == "int4" || dtype == "int4h") return n / 2 + n / 32 * 4;
   Fail("config.kv_dtype is not a storage dtype: " + dtype);
   return 0;
 }
@@ -216,7 +217,7 @@ void CheckServing(const json& report, bool skipped) {
          "serving: one token per conversation per step", Count(*serving, {"decode", "tokens"}),
          conversations * steps);
   const std::string dtype = KvDtype(report);
-  const bool quantized = dtype == "int8" || dtype == "int4";
+  const bool quantized = dtype == "int8" || dtype == "int4" || dtype == "int4h";
   const json* pool = At(*serving, {"pool_dtype"});
   if (pool != nullptr && *pool != (quantized ? std::string("f16") : dtype)) {
     Fail("serving.pool_dtype for --kv-dtype " + dtype + ": " + pool->dump());
