@@ -170,8 +170,8 @@ int main(int argc, char** argv) {
     ringkv::SaveCaches(dir + "/caches_prefill.safetensors", c);
   }
   // Quantized layers (stored rows as U8 tensors, docs/cache_file.md): int8 K/V
-  // of the fuzz model in a wrapped ring, and int8 keys with int4 values (rows of
-  // 32 values) in both file formats.
+  // of the fuzz model in a wrapped ring, int8 keys with int4 values (rows of 32
+  // values), int4h K/V (rows of 64, rotated in one block) and an int8 prompt cache.
   {
     ringkv::LayerCaches c = ringkv::fuzz::FuzzCaches(ringkv::KvStorage::Same(ringkv::DType::kI8));
     ringkv::fuzz::Feed(c, std::vector<int>{1, 2, 3});
@@ -181,6 +181,10 @@ int main(int argc, char** argv) {
         ringkv::fuzz::FuzzCaches(ringkv::KvStorage{ringkv::DType::kI8, ringkv::DType::kI4});
     ringkv::fuzz::Feed(mixed, std::vector<int>{1, 2, 3, 4, 5}, 32);
     ringkv::SaveCaches(dir + "/caches_int8_int4.safetensors", mixed);
+    ringkv::LayerCaches rotated =
+        ringkv::fuzz::FuzzCaches(ringkv::KvStorage::Same(ringkv::DType::kI4H));
+    ringkv::fuzz::Feed(rotated, std::vector<int>{1, 2, 3, 4, 5, 6}, 64);
+    ringkv::SaveCaches(dir + "/caches_int4h.safetensors", rotated);
     ringkv::LayerCaches p_caches =
         ringkv::fuzz::FuzzCaches(ringkv::KvStorage::Same(ringkv::DType::kI8));
     ringkv::PromptCache p(p_caches, ringkv::fuzz::FuzzOptions());

@@ -1,10 +1,11 @@
 // What storing K/V in a narrower dtype costs in accuracy (docs/quantized_kv.md).
 //
-//   ringkv_kv_accuracy attention   attention output of f16, bf16, int8, int4 and
-//                                  int8 K + int4 V caches against f32 K/V, on
-//                                  random and on the tiny model's K/V (D 128)
-//   ringkv_kv_accuracy logits      the tiny model's logits with int8 / int4 (and
-//                                  bf16, f32) caches against its f16-cache run
+//   ringkv_kv_accuracy attention   attention output of f16, bf16, int8, int4,
+//                                  int4h and mixed caches against f32 K/V, on
+//                                  random K/V (plain, and with outlier key
+//                                  channels) and on the tiny model's K/V (D 128)
+//   ringkv_kv_accuracy logits      the tiny model's logits with int8 / int4 /
+//                                  int4h (and bf16, f32) caches against its f16-cache run
 //                                  over a long greedy generation, teacher-forced
 //                                  on the f16 run's tokens
 //
@@ -66,6 +67,23 @@ Tensor Gaussian(const ringkv::Shape& shape, std::mt19937& rng) {
   return Tensor::FromVector(values, shape);
 }
 
+// Gaussian keys whose channels kOutlierChannels are kOutlierScale times larger in
+// every head and token: the few large, fixed channels that the keys of trained
+// models show (and that the tiny model's random weights do not produce).
+constexpr int kOutlierChannels[] = {3, 37, 70, 101};
+constexpr float kOutlierScale = 10.0f;
+
+Tensor WithOutlierChannels(const Tensor& keys) {
+  std::vector<float> values = keys.ToVector();
+  const std::int64_t d = keys.Dim(3);
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    for (const int c : kOutlierChannels) {
+      if (static_cast<std::int64_t>(i) % d == c) values[i] *= kOutlierScale;
+    }
+  }
+  return Tensor::FromVector(values, keys.GetShape());
+}
+
 // The tiny model's q, k, v of every layer for one prompt, captured from a
 // no-cache pass (full causal attention, so the pass itself is the f32 model).
 class CaptureBackend final : public ringkv::model::AttentionBackend {
@@ -104,6 +122,11 @@ int RunAttention(const AttentionOptions& o) {
   cases.push_back({"random N(0, 1)", Gaussian({1, o.q_heads, o.queries, o.head_dim}, rng),
                    Gaussian({1, o.kv_heads, t, o.head_dim}, rng),
                    Gaussian({1, o.kv_heads, t, o.head_dim}, rng)});
+  if (o.head_dim > kOutlierChannels[3]) {
+    const AttentionCase& plain = cases.front();
+    cases.push_back({fmt::format("random, 4 K channels x{}", kOutlierScale), plain.q,
+                     WithOutlierChannels(plain.k), plain.v});
+  }
   {
     ringkv::model::ModelConfig config;
     config.layers = o.model_layers;
@@ -125,10 +148,12 @@ int RunAttention(const AttentionOptions& o) {
       "attention output error against f32 K/V: Hq %d, Hkv %d, D %d, T %d keys, the last %d "
       "queries (causal); |error| / RMS(f32 output)\n",
       o.q_heads, o.kv_heads, o.head_dim, o.tokens, o.queries);
-  std::printf("%-22s %-16s %12s %12s\n", "K/V", "storage", "max", "mean");
+  std::printf("%-26s %-16s %12s %12s\n", "K/V", "storage", "max", "mean");
   const std::vector<KvStorage> storages = {
-      KvStorage::Same(DType::kF16), KvStorage::Same(DType::kBF16), KvStorage::Same(DType::kI8),
-      KvStorage{DType::kI8, DType::kI4}, KvStorage::Same(DType::kI4)};
+      KvStorage::Same(DType::kF16),       KvStorage::Same(DType::kBF16),
+      KvStorage::Same(DType::kI8),        KvStorage{DType::kI8, DType::kI4},
+      KvStorage{DType::kI8, DType::kI4H}, KvStorage::Same(DType::kI4),
+      KvStorage{DType::kI4H, DType::kI4}, KvStorage::Same(DType::kI4H)};
   for (const AttentionCase& c : cases) {
     const std::vector<float> ref = AttendStored(c, KvStorage::Same(DType::kF32), ctx).ToVector();
     double sum_sq = 0;
@@ -142,7 +167,7 @@ int RunAttention(const AttentionOptions& o) {
         worst = std::max(worst, d);
         sum += d;
       }
-      std::printf("%-22s %-16s %12.3e %12.3e\n", c.name.c_str(), StorageName(s).c_str(),
+      std::printf("%-26s %-16s %12.3e %12.3e\n", c.name.c_str(), StorageName(s).c_str(),
                   worst / rms, sum / static_cast<double>(out.size()) / rms);
     }
   }
@@ -206,7 +231,7 @@ int RunLogits(const LogitOptions& o) {
   std::printf("f16 run: logit RMS %.3f\n",
               std::sqrt(f16_sum_sq / static_cast<double>(f16_rows.size())));
   std::printf("%-8s %12s %12s %18s\n", "K/V", "max |diff|", "mean |diff|", "greedy changes");
-  for (const DType dtype : {DType::kF32, DType::kBF16, DType::kI8, DType::kI4}) {
+  for (const DType dtype : {DType::kF32, DType::kBF16, DType::kI8, DType::kI4, DType::kI4H}) {
     const std::vector<float> rows = TeacherForced(config, dtype, tokens, o.prompt, ctx);
     double worst = 0, sum = 0;
     int changed = 0;
@@ -230,7 +255,7 @@ int RunLogits(const LogitOptions& o) {
 
 int main(int argc, char** argv) {
   CLI::App app(
-      "What storing K/V as f16, bf16, int8 or int4 costs in accuracy "
+      "What storing K/V as f16, bf16, int8, int4 or int4h costs in accuracy "
       "(docs/quantized_kv.md).",
       "ringkv_kv_accuracy");
   app.require_subcommand(1);
@@ -251,7 +276,7 @@ int main(int argc, char** argv) {
   attention->add_option("--seed", a.seed, "data and weights")->capture_default_str();
   LogitOptions l;
   CLI::App* logits = app.add_subcommand(
-      "logits", "tiny-model logits with int8 / int4 caches against its f16-cache run");
+      "logits", "tiny-model logits with int8 / int4 / int4h caches against its f16-cache run");
   logits->add_option("--tokens", l.tokens, "greedy steps compared")->capture_default_str();
   logits->add_option("--prompt", l.prompt, "random prompt tokens")->capture_default_str();
   logits->add_option("--threads", l.threads, "0: one per hardware thread")->capture_default_str();

@@ -237,9 +237,7 @@ TEST_P(QuantizedCacheFile, ANanScaleIsNeverWritten) {
   EXPECT_FALSE(std::filesystem::exists(Path()));
 }
 
-std::int64_t LastGroup(DType dtype, std::int64_t dim) {
-  return dtype == DType::kI4 ? dim / 32 - 1 : 0;
-}
+std::int64_t LastGroup(DType dtype, std::int64_t dim) { return IsInt4(dtype) ? dim / 32 - 1 : 0; }
 
 // The bytes of tensor `name`'s scale `group` of row (head, slot) in `f`.
 std::byte* ScaleAt(Edited& f, const std::string& name, DType dtype, std::int64_t dim,
@@ -283,6 +281,26 @@ TEST_P(QuantizedCacheFile, CorruptedQuantizedLayersAreRefusedNamingTheValue) {
     Edited f(valid);
     f.caches["layers"][0]["kv"]["keys"]["scales"] = "f16_before_data";
     ExpectRefused(f.Bytes(), "caches.layers[0].kv.keys.scales is \"f16_before_data\"");
+  }
+  if (spec.storage.values == DType::kI4H) {  // dim 96: blocks of 32
+    {
+      Edited f(valid);
+      f.caches["layers"][1]["kv"]["values"]["rotation"]["block"] = 96;
+      ExpectRefused(f.Bytes(),
+                    "caches.layers[1].kv.values.rotation.block is 96, but int4h rows of 96 values "
+                    "rotate blocks of 32");
+    }
+    {
+      Edited f(valid);
+      f.caches["layers"][2]["kv"]["values"]["rotation"]["kind"] = "walsh";
+      ExpectRefused(f.Bytes(),
+                    "caches.layers[2].kv.values.rotation.kind is \"walsh\", not \"hadamard\"");
+    }
+    {
+      Edited f(valid);
+      f.caches["layers"][0]["kv"]["values"].erase("rotation");
+      ExpectRefused(f.Bytes(), "caches.layers[0].kv.values.rotation is missing or not an object");
+    }
   }
   {
     // A float dtype next to the per-side objects: neither layout.
