@@ -3,7 +3,7 @@
 
 Reads Google Benchmark JSON from ringkv_bench and draws, for one decode family
 (default the cold one, BM_DecodeCold: K+V from DRAM), one panel per thread count:
-the measured step time of every dtype present (f32, bf16, f16, int8, int4, in that
+the measured step time of every dtype present (f32, bf16, f16, int8, int4, int4h, in that
 order, and any other the JSON has) as solid lines, and the time the same dtype's
 K+V bytes take at the bandwidth measured in the same run (the counter t_memory_us,
 bench_sdpa.cc via roofline_counters.cc) as dashed lines of the same colour, and the
@@ -24,7 +24,7 @@ import json
 import re
 import sys
 
-DTYPE_ORDER = ["f32", "bf16", "f16", "int8", "int4"]
+DTYPE_ORDER = ["f32", "bf16", "f16", "int8", "int4", "int4h"]
 
 
 def parse_args(argv):
