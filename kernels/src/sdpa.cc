@@ -101,7 +101,7 @@ struct Plan {
   std::int64_t state_floats;    // m, l, acc of one task
   // The workspace: [runs | per-worker scratch | partial states], each part 64-byte aligned.
   std::int64_t run_bytes;     // batch * hkv * segments KvRuns, rounded up to 64
-  std::int64_t per_worker;    // floats: scratch (+ state when nothing is merged)
+  std::int64_t per_worker;    // floats: scratch, rotated q (+ state when nothing is merged)
   std::int64_t total_floats;  // per_worker * threads (+ every task's state when split)
 };
 
