@@ -171,13 +171,12 @@ std::optional<DType> ParseDtype(const char* function, const char* argument, py::
   if (object.is_none()) return std::nullopt;
   if (py::isinstance<py::str>(object)) {
     const auto name = object.cast<std::string>();
-    if (name == "f32" || name == "float32") return DType::kF32;
-    if (name == "f16" || name == "float16") return DType::kF16;
-    if (name == "bf16" || name == "bfloat16") return DType::kBF16;
-    // By name only: numpy's int8 is a plain integer array, not rows with scales.
-    if (name == "int8") return DType::kI8;
-    if (name == "int4") return DType::kI4;
-    if (name == "int4h") return DType::kI4H;
+    // The library's names (the quantized ones by name only: numpy's int8 is a
+    // plain integer array, not rows with scales), and numpy's long float names.
+    if (auto named = StorageDTypeNamed(name)) return named;
+    if (name == "float32") return DType::kF32;
+    if (name == "float16") return DType::kF16;
+    if (name == "bfloat16") return DType::kBF16;
   } else {
     try {
       const auto dtype = py::dtype::from_args(py::reinterpret_borrow<py::object>(object));

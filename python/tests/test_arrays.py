@@ -47,6 +47,21 @@ def test_storage_dtype_converts_in_the_write():
     assert ringkv.KVCache(dtype=np.uint16).storage_dtype == "bf16"
 
 
+@pytest.mark.parametrize("name, stored", [
+    ("f32", "f32"), ("float32", "f32"), ("f16", "f16"), ("float16", "f16"),
+    ("bf16", "bf16"), ("bfloat16", "bf16"), ("int8", "int8"), ("int4", "int4"),
+    ("int4h", "int4h")])
+def test_every_dtype_name_is_accepted(name, stored):
+    assert ringkv.KVCache(dtype=name).storage_dtype == stored
+    assert ringkv.RotatingKVCache(4, key_dtype=name, value_dtype=name).storage_dtype == stored
+
+
+@pytest.mark.parametrize("name", ["F16", "half", "int", "unknown", ""])
+def test_an_unknown_dtype_name_is_refused_by_name(name):
+    with pytest.raises(ringkv.Error, match=f"dtype '{name}' is not None"):
+        ringkv.KVCache(dtype=name)
+
+
 def test_strided_and_non_contiguous_inputs():
     k, v = tokens(0, 6, heads=3, dim=8)
     cases = [
