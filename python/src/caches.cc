@@ -187,8 +187,7 @@ void RegisterCaches(py::module_& m) {
             return DtypeName(c.Get("AttentionCache.storage_dtype").StorageDtype());
           },
           "The dtype the blocks hold K and V in ('f32', 'f16', 'bf16', 'int8', 'int4', 'int4h'); "
-          "None "
-          "when the first update decides, or when keys and values differ (see key_dtype).")
+          "None when the first update decides, or when keys and values differ (see key_dtype).")
       .def_property_readonly(
           "key_dtype",
           [](const PyCache& c) { return DtypeName(KeyDtype(c.Get("AttentionCache.key_dtype"))); },
