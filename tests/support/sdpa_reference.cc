@@ -1,4 +1,5 @@
-// See sdpa_reference.h. Not tuned at all: clarity is the point.
+// See sdpa_reference.h. Not tuned: clarity is the point, except that each stored
+// K/V row is decoded once per call (DecodedRows).
 #include "support/sdpa_reference.h"
 
 #include <cmath>
@@ -96,6 +97,37 @@ double MaskTerm(const MaskSpec& mask, std::int64_t b, std::int64_t h, std::int64
   return 0.0;
 }
 
+// The rows of one array at (batch b, head h) in float64, each decoded the first
+// time a visible logit asks for it. Decoding once per call rather than once per
+// query row keeps the oracle affordable under the sanitizers and emulation
+// (a kI4H element sums over its whole block); decoding on demand keeps the rule
+// that a row no visible logit needs is never read.
+class DecodedRows {
+ public:
+  DecodedRows(const ArrayRef& a, std::int64_t b, std::int64_t h)
+      : a_(a),
+        b_(b),
+        h_(h),
+        n_(a.shape[3]),
+        values_(static_cast<std::size_t>(a.shape[2] * a.shape[3])),
+        decoded_(static_cast<std::size_t>(a.shape[2]), false) {}
+
+  const double* Row(std::int64_t j) {
+    double* row = values_.data() + j * n_;
+    if (!decoded_[static_cast<std::size_t>(j)]) {
+      for (std::int64_t c = 0; c < n_; ++c) row[c] = Element(a_, b_, h_, j, c);
+      decoded_[static_cast<std::size_t>(j)] = true;
+    }
+    return row;
+  }
+
+ private:
+  const ArrayRef& a_;
+  std::int64_t b_, h_, n_;
+  std::vector<double> values_;
+  std::vector<bool> decoded_;
+};
+
 }  // namespace
 
 std::vector<double> ReferenceSdpa(const SdpaParams& params) {
@@ -105,50 +137,61 @@ std::vector<double> ReferenceSdpa(const SdpaParams& params) {
   const std::int64_t seq_l = q.shape[2];
   const std::int64_t d = q.shape[3];
   const std::int64_t hkv = params.kv.front().k.shape[1];
+  const std::int64_t group = hq / hkv;
   const std::int64_t dv = params.kv.front().v.shape[3];
   std::int64_t seq_t = 0;
   for (const KvSegment& seg : params.kv) seq_t += seg.k.shape[2];
 
   std::vector<double> out(static_cast<std::size_t>(batch * hq * seq_l * dv), 0.0);
   std::vector<double> logits(static_cast<std::size_t>(seq_t));
+  std::vector<double> q_row(static_cast<std::size_t>(d));
   for (std::int64_t b = 0; b < batch; ++b) {
-    for (std::int64_t h = 0; h < hq; ++h) {
-      const std::int64_t kvh = h / (hq / hkv);
-      for (std::int64_t i = 0; i < seq_l; ++i) {
-        // The max over the keys the row sees; NaN as soon as one logit is NaN
-        // (a plain `>` would skip it).
-        double max_logit = kNegInf;
-        std::int64_t t = 0;
-        for (const KvSegment& seg : params.kv) {
-          for (std::int64_t j = 0; j < seg.k.shape[2]; ++j, ++t) {
-            double& logit = logits[static_cast<std::size_t>(t)];
-            const double bias = MaskTerm(params.mask, b, h, i, t, seq_l, seq_t);
-            if (bias == kNegInf) {  // hidden: K is not even read
-              logit = kNegInf;
-              continue;
-            }
-            double dot = 0.0;
-            for (std::int64_t c = 0; c < d; ++c) {
-              dot += Element(q, b, h, i, c) * Element(seg.k, b, kvh, j, c);
-            }
-            logit = static_cast<double>(params.scale) * dot + bias;
-            if (std::isnan(logit) || logit > max_logit) max_logit = logit;
+    for (std::int64_t kvh = 0; kvh < hkv; ++kvh) {
+      std::vector<DecodedRows> keys, values;
+      for (const KvSegment& seg : params.kv) {
+        keys.emplace_back(seg.k, b, kvh);
+        values.emplace_back(seg.v, b, kvh);
+      }
+      for (std::int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
+        for (std::int64_t i = 0; i < seq_l; ++i) {
+          for (std::int64_t c = 0; c < d; ++c) {
+            q_row[static_cast<std::size_t>(c)] = Element(q, b, h, i, c);
           }
-        }
-        double* o = out.data() + ((b * hq + h) * seq_l + i) * dv;
-        if (max_logit == kNegInf) continue;  // no key visible: 0
-        double sum = 0.0;
-        t = 0;
-        for (const KvSegment& seg : params.kv) {
-          for (std::int64_t j = 0; j < seg.k.shape[2]; ++j, ++t) {
-            const double logit = logits[static_cast<std::size_t>(t)];
-            if (logit == kNegInf) continue;  // weight 0, and V is not read
-            const double p = std::exp(logit - max_logit);
-            sum += p;
-            for (std::int64_t c = 0; c < dv; ++c) o[c] += p * Element(seg.v, b, kvh, j, c);
+          // The max over the keys the row sees; NaN as soon as one logit is NaN
+          // (a plain `>` would skip it).
+          double max_logit = kNegInf;
+          std::int64_t t = 0;
+          for (std::size_t s = 0; s < params.kv.size(); ++s) {
+            for (std::int64_t j = 0; j < params.kv[s].k.shape[2]; ++j, ++t) {
+              double& logit = logits[static_cast<std::size_t>(t)];
+              const double bias = MaskTerm(params.mask, b, h, i, t, seq_l, seq_t);
+              if (bias == kNegInf) {  // hidden: K is not even read
+                logit = kNegInf;
+                continue;
+              }
+              const double* k = keys[s].Row(j);
+              double dot = 0.0;
+              for (std::int64_t c = 0; c < d; ++c) dot += q_row[static_cast<std::size_t>(c)] * k[c];
+              logit = static_cast<double>(params.scale) * dot + bias;
+              if (std::isnan(logit) || logit > max_logit) max_logit = logit;
+            }
           }
+          double* o = out.data() + ((b * hq + h) * seq_l + i) * dv;
+          if (max_logit == kNegInf) continue;  // no key visible: 0
+          double sum = 0.0;
+          t = 0;
+          for (std::size_t s = 0; s < params.kv.size(); ++s) {
+            for (std::int64_t j = 0; j < params.kv[s].k.shape[2]; ++j, ++t) {
+              const double logit = logits[static_cast<std::size_t>(t)];
+              if (logit == kNegInf) continue;  // weight 0, and V is not read
+              const double p = std::exp(logit - max_logit);
+              sum += p;
+              const double* v = values[s].Row(j);
+              for (std::int64_t c = 0; c < dv; ++c) o[c] += p * v[c];
+            }
+          }
+          for (std::int64_t c = 0; c < dv; ++c) o[c] /= sum;
         }
-        for (std::int64_t c = 0; c < dv; ++c) o[c] /= sum;
       }
     }
   }
