@@ -1,4 +1,5 @@
-# Sources of the caches, masks and the attention entry point (part of ringkv_core).
+# Sources of the caches, their snapshots as plain data, masks and the attention
+# entry point (part of ringkv_core).
 target_sources(ringkv_core PRIVATE
   src/cache/attention.cc
   src/cache/attention_checks.cc
@@ -11,5 +12,6 @@ target_sources(ringkv_core PRIVATE
   src/cache/kv_input.cc
   src/cache/layer_caches.cc
   src/cache/rotating_kv_cache.cc
+  src/cache/snapshot_data.cc
   src/cache/speculation.cc
   src/cache/stored_rows.cc)

@@ -32,7 +32,6 @@ target_sources(ringkv_core PRIVATE
   src/prompt/sequence_prompt_trie.cc
   src/prompt/sequence_snapshot_access.cc
   src/prompt/snapshot_access.cc
-  src/prompt/snapshot_data.cc
   src/prompt/span_storage.cc
   src/prompt/temp_files.cc)
 # BUILD_INTERFACE: only include paths are needed, so the exported target names neither.

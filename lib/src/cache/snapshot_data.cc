@@ -4,12 +4,12 @@
 
 #include <gsl/narrow>
 
-#include "../cache/block_store.h"
-#include "../cache/kv_access.h"
-#include "../cache/kv_input.h"
-#include "../cache/snapshots.h"
+#include "block_store.h"
+#include "kv_access.h"
+#include "kv_input.h"
 #include "ringkv/error.h"
 #include "ringkv/kv_history.h"
+#include "snapshots.h"
 
 namespace ringkv {
 namespace {
