@@ -48,10 +48,11 @@ case "${1:-}" in
     # The kernel, lib and cache suites only (RINGKV_CORE_TESTS_ONLY): the thread
     # pool, the parallel kernels (the batched one included), Context and the
     # concurrent use of caches are tested there; the other suites drive the same
-    # threads through the same calls and would double the job (docs/ci.md). No tools.
+    # threads through the same calls and would double the job (docs/ci.md). No
+    # tools, and no prompt cache in the library, which those suites do not use.
     cmake_args=("${rel_with_line_tables[@]}" "${test_code_O1[@]}" -DRINGKV_TSAN=ON
                 -DRINGKV_CORE_TESTS_ONLY=ON -DRINGKV_BUILD_BENCHMARKS=OFF
-                -DRINGKV_BUILD_PYTHON=OFF -DRINGKV_BUILD_TOOLS=OFF)
+                -DRINGKV_BUILD_PYTHON=OFF -DRINGKV_BUILD_TOOLS=OFF -DRINGKV_INSTALL=OFF)
     # Without the per-tier reruns of those suites: the threads, the pool and the
     # work split are the same on every tier (only the arithmetic inside a task
     # differs), and the kernel suites still run every tier with threads.
@@ -60,8 +61,9 @@ case "${1:-}" in
   --arm64)
     mode=arm64
     # Emulation is slow (docs/arm64.md): the kernel, lib and cache suites only
-    # (RINGKV_CORE_TESTS_ONLY), no debug info, and no benchmarks, Python, tools or
-    # fuzzers, which are x86-only or need a host interpreter.
+    # (RINGKV_CORE_TESTS_ONLY, so no prompt cache in the library), no debug info,
+    # and no benchmarks, Python, tools or fuzzers, which are x86-only or need a
+    # host interpreter.
     cmake_args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -DNDEBUG"
                 "${test_code_O1[@]}" --toolchain cmake/toolchains/aarch64-linux-gnu.cmake
                 -DRINGKV_CORE_TESTS_ONLY=ON -DRINGKV_BUILD_BENCHMARKS=OFF -DRINGKV_BUILD_PYTHON=OFF -DRINGKV_BUILD_TOOLS=OFF
