@@ -68,7 +68,8 @@ struct Batch {
     params.q.dtype = DType::kF32;
     params.q.shape = {1, kHq, n, kD};
     params.q.strides = {kHq * n * kD, n * kD, kD, 1};
-    params.kv_dtype = kDtype;
+    params.k_dtype = kDtype;
+    params.v_dtype = kDtype;
     params.kv_heads = kHkv;
     params.value_dim = kD;
     params.out = static_cast<float*>(out.Data());

@@ -38,7 +38,7 @@ Dims Validate(const RaggedSdpaParams& p, const KernelTable& table) {
   Expects(p.q.data != nullptr && p.q.dtype == DType::kF32 && p.out != nullptr);
   Expects(p.q.shape[0] == 1);
   // Float K/V only: quantized blocks go through Sdpa (not wired or tested here yet).
-  Expects(IsKnownDType(p.kv_dtype));
+  Expects(IsKnownDType(p.k_dtype) && p.v_dtype == p.k_dtype);
   Expects(p.q.strides[3] == 1 || dims.d == 1);
   Expects(static_cast<std::int64_t>(p.row_lo.size()) == dims.n &&
           static_cast<std::int64_t>(p.row_hi.size()) == dims.n);
@@ -105,7 +105,8 @@ void RunTask(const Call& c, const Tile& tile, std::int64_t kvh, std::int64_t chu
   const std::int64_t t1 = tile.t0 + span * (chunk + 1) / tile.chunks;
 
   // The runs of the pass's list that hold keys of [t0, t1), offset to the kv head.
-  const auto elem = static_cast<std::int64_t>(SizeOf(p.kv_dtype));
+  const auto k_elem = static_cast<std::int64_t>(SizeOf(p.k_dtype));
+  const auto v_elem = static_cast<std::int64_t>(SizeOf(p.v_dtype));
   std::int64_t run_count = 0;
   std::int64_t begin = 0;
   for (std::int64_t j = tile.first_run; j < tile.first_run + tile.run_count && begin < t1; ++j) {
@@ -113,9 +114,9 @@ void RunTask(const Call& c, const Tile& tile, std::int64_t kvh, std::int64_t chu
     if (begin + src.count > t0 && src.count > 0) {
       KvRun& run = *new (runs + run_count++) KvRun;
       run.k =
-          static_cast<const std::byte*>(src.k) + p.k_byte_offset + kvh * src.k_head_stride * elem;
+          static_cast<const std::byte*>(src.k) + p.k_byte_offset + kvh * src.k_head_stride * k_elem;
       run.v =
-          static_cast<const std::byte*>(src.v) + p.v_byte_offset + kvh * src.v_head_stride * elem;
+          static_cast<const std::byte*>(src.v) + p.v_byte_offset + kvh * src.v_head_stride * v_elem;
       run.k_stride = src.k_row_stride;
       run.v_stride = src.v_row_stride;
       run.begin = begin;
@@ -125,8 +126,8 @@ void RunTask(const Call& c, const Tile& tile, std::int64_t kvh, std::int64_t chu
   }
 
   AttendTile t;
-  t.k_dtype = p.kv_dtype;
-  t.v_dtype = p.kv_dtype;
+  t.k_dtype = p.k_dtype;
+  t.v_dtype = p.v_dtype;
   t.d = c.dims.d;
   t.dv = c.dims.dv;
   t.scale = p.scale;

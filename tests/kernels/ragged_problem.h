@@ -245,7 +245,8 @@ inline void MakeRaggedProblem(const RaggedCase& c, std::uint32_t seed, RaggedPro
               DType::kF32,
               {1, c.hq, p.n, c.d},
               {c.hq * p.q_head_stride, p.q_head_stride, p.q_row_stride, 1}};
-  params.kv_dtype = c.dtype;
+  params.k_dtype = c.dtype;
+  params.v_dtype = c.dtype;
   params.kv_heads = c.hkv;
   params.value_dim = c.dv;
   params.k_byte_offset = p.k_layer_bytes;
@@ -278,7 +279,8 @@ inline std::vector<double> RaggedExpected(const RaggedProblem& p) {
   const I64 d = params.q.shape[3];
   const I64 dv = params.value_dim;
   std::vector<double> want(static_cast<std::size_t>(hq * p.n * dv), 0.0);
-  const I64 elem = static_cast<I64>(SizeOf(params.kv_dtype));
+  const I64 k_elem = static_cast<I64>(SizeOf(params.k_dtype));
+  const I64 v_elem = static_cast<I64>(SizeOf(params.v_dtype));
   for (const kernels::RaggedGroup& g : p.groups) {
     const std::vector<I64> list = ListOf(p, g);
     const I64 keys = KeysOf(p, list);
@@ -295,13 +297,13 @@ inline std::vector<double> RaggedExpected(const RaggedProblem& p) {
         if (a < b) {
           kernels::KvSegment seg;
           seg.k = {static_cast<const std::byte*>(run.k) + params.k_byte_offset +
-                       (a - begin) * run.k_row_stride * elem,
-                   params.kv_dtype,
+                       (a - begin) * run.k_row_stride * k_elem,
+                   params.k_dtype,
                    {1, params.kv_heads, b - a, d},
                    {0, run.k_head_stride, run.k_row_stride, 1}};
           seg.v = {static_cast<const std::byte*>(run.v) + params.v_byte_offset +
-                       (a - begin) * run.v_row_stride * elem,
-                   params.kv_dtype,
+                       (a - begin) * run.v_row_stride * v_elem,
+                   params.v_dtype,
                    {1, params.kv_heads, b - a, dv},
                    {0, run.v_head_stride, run.v_row_stride, 1}};
           segs.push_back(seg);

@@ -63,7 +63,10 @@ struct RaggedGroup {
 
 struct RaggedSdpaParams {
   ArrayRef q;  // [1, Hq, N, D] f32, D contiguous
-  DType kv_dtype = DType::kF32;
+  // f32 / f16 / bf16 (the same for both), or both quantized (dtype.h; they may
+  // then differ). Run strides count elements of a float dtype, bytes of quantized rows.
+  DType k_dtype = DType::kF32;
+  DType v_dtype = DType::kF32;
   std::int64_t kv_heads = 0;   // Hkv; Hq is a multiple
   std::int64_t value_dim = 0;  // Dv (D is q's)
   // Added to every run's k and v pointer (in bytes): lets one list of runs serve

@@ -204,7 +204,8 @@ void Attention(const Tensor& q, const BatchHistory& history, float scale, Contex
   kernels::Executor& executor = detail::ContextAccess::Executor(ctx);
   kernels::RaggedSdpaParams params;
   params.q = ToArrayRef(q);
-  params.kv_dtype = plan.dtype;
+  params.k_dtype = plan.dtype;
+  params.v_dtype = plan.dtype;
   params.kv_heads = plan.heads;
   params.value_dim = plan.value_dim;
   params.k_byte_offset = detail::BatchAccess::KeyOffset(history);
@@ -379,7 +380,8 @@ void ScaledDotProductAttention(const Tensor& q, const Tensor& k, const Tensor& v
     params.q.dtype = DType::kF32;
     params.q.strides = {heads * rows * d, rows * d, d, 1};
   }
-  params.kv_dtype = keys.Dtype();
+  params.k_dtype = keys.Dtype();
+  params.v_dtype = keys.Dtype();
   params.kv_heads = dims.kv.heads;
   params.value_dim = dims.kv.v_dim;
   params.runs = runs;
