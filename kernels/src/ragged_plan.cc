@@ -94,7 +94,7 @@ Dims DimsOf(const RaggedSdpaShape& s) noexcept {
   Expects(s.rows >= 0 && s.key_dim >= 1 && s.value_dim >= 1);
   Expects(s.runs >= 0 && s.prefixes >= 0 && s.groups >= 0 && s.keys >= 0);
   return {s.q_heads,  s.kv_heads, s.q_heads / s.kv_heads, s.rows, s.key_dim, s.value_dim, s.runs,
-          s.prefixes, s.groups};
+          s.prefixes, s.groups,   s.rotated_keys};
 }
 
 Layout MakeLayout(const Dims& dims, const SdpaTuning& tuning, int threads) noexcept {
@@ -105,6 +105,7 @@ Layout MakeLayout(const Dims& dims, const SdpaTuning& tuning, int threads) noexc
   l.tile_rows = dims.group * l.rows_per_tile;
   l.acc_stride = RoundUp(dims.dv, kPad);
   l.scratch_floats = l.tile_rows * (RoundUp(dims.d, kPad) + tuning.key_block + kPad);
+  l.q_floats = dims.rotate_q ? l.tile_rows * RoundUp(dims.d, kPad) : 0;
   l.state_floats = RoundUp(l.tile_rows, kPad) * 2 + l.tile_rows * l.acc_stride;
   // Each row is in at most one group, so in one own pass and at most one prefix pass.
   const std::int64_t prefix_rows = dims.prefixes > 0 ? dims.n : 0;
@@ -128,7 +129,8 @@ Layout MakeLayout(const Dims& dims, const SdpaTuning& tuning, int threads) noexc
   l.tiles_at = take(l.max_tiles * static_cast<std::int64_t>(sizeof(Tile)));
   l.prefix_state_at = take(2 * prefix_rows * dims.hq * f32);
   l.scratch_at = RoundUp(dims.runs * static_cast<std::int64_t>(sizeof(KvRun)), kAlign);
-  l.state_at = l.scratch_at + l.scratch_floats * f32;
+  l.q_at = l.scratch_at + l.scratch_floats * f32;
+  l.state_at = l.q_at + l.q_floats * f32;
   l.worker_bytes = l.state_at + l.state_floats * f32;
   l.workers_at = take(l.worker_bytes * threads);
   l.partials_at = take(l.max_partials * l.state_floats * f32);

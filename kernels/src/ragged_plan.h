@@ -29,6 +29,7 @@ namespace ringkv::kernels::ragged {
 
 struct Dims {
   std::int64_t hq, hkv, group, n, d, dv, runs, prefixes, groups;
+  bool rotate_q;  // K is kI4H: each task rotates its query rows into worker scratch
 };
 
 Dims DimsOf(const RaggedSdpaShape& shape) noexcept;
@@ -62,6 +63,7 @@ struct Layout {
   std::int64_t tile_rows;      // G * Lt: state rows per task
   std::int64_t acc_stride;     // Dv rounded up to 16
   std::int64_t scratch_floats;
+  std::int64_t q_floats;      // rotated query rows (kI4H keys), else 0
   std::int64_t state_floats;  // m, l, acc of one task
   std::int64_t max_entries;   // own rows + prefix rows
   std::int64_t max_tiles;
@@ -74,6 +76,7 @@ struct Layout {
   std::int64_t workers_at;       // [threads] worker blocks of worker_bytes:
   std::int64_t worker_bytes;     //   [runs] KvRun (a task's list, offset to its kv head),
   std::int64_t scratch_at;       //   then the attend scratch [scratch_floats] f32,
+  std::int64_t q_at;             //   then the rotated q rows [G, Lt, RoundUp(D, 16)] f32,
   std::int64_t state_at;         //   then the state of an unsplit task [state_floats] f32
   std::int64_t partials_at;      // [max_partials, state_floats] f32
   std::int64_t total_bytes;

@@ -5,6 +5,9 @@
 //   phase 1: the groups' own tasks; each row merges its prefix state (if any)
 //            with its own by the online-softmax merge and writes out;
 // each phase followed by the merge of its key chunks when it split any.
+// kI4H rows are attended as kI4: tasks rotate their query rows (K), and Finish
+// rotates each finished state's acc back (V), once, before it is written or
+// merged; the chunk merge is linear and runs on unrotated states.
 #include "ringkv/kernels/ragged_sdpa.h"
 
 #include <algorithm>
@@ -16,6 +19,7 @@
 #include <new>
 
 #include "attend_tile.h"
+#include "hadamard.h"
 #include "ragged_plan.h"
 #include "sdpa_tuning.h"
 
@@ -32,13 +36,20 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 std::int64_t RoundUp(std::int64_t x, std::int64_t to) { return (x + to - 1) / to * to; }
 
+// kI4H rows as the attend kernels read them: kI4 (the driver does the rotations).
+DType Unrotated(DType dtype) { return dtype == DType::kI4H ? DType::kI4 : dtype; }
+
 Dims Validate(const RaggedSdpaParams& p, const KernelTable& table) {
   Expects(table.attend != nullptr);
   const Dims dims = ragged::DimsOf(ShapeOf(p));
   Expects(p.q.data != nullptr && p.q.dtype == DType::kF32 && p.out != nullptr);
   Expects(p.q.shape[0] == 1);
-  // Float K/V only: quantized blocks go through Sdpa (not wired or tested here yet).
-  Expects(IsKnownDType(p.k_dtype) && p.v_dtype == p.k_dtype);
+  // Float K/V share one dtype; quantized ones are rows of bytes (dtype.h).
+  Expects(IsQuantized(p.k_dtype) ? IsQuantized(p.v_dtype)
+                                 : p.v_dtype == p.k_dtype && IsKnownDType(p.k_dtype));
+  Expects(!IsInt4(p.k_dtype) || dims.d % kI4Group == 0);
+  Expects(!IsInt4(p.v_dtype) || dims.dv % kI4Group == 0);
+  Expects(dims.rotate_q == (p.k_dtype == DType::kI4H));
   Expects(p.q.strides[3] == 1 || dims.d == 1);
   Expects(static_cast<std::int64_t>(p.row_lo.size()) == dims.n &&
           static_cast<std::int64_t>(p.row_hi.size()) == dims.n);
@@ -83,6 +94,7 @@ struct Call {
   std::byte* workspace;
   float* prefix_m;  // [N, Hq]
   float* prefix_l;  // [N, Hq]
+  bool rotate_out;  // V is kI4H: every finished acc row is rotated back
 
   float* Out(std::int64_t h, std::int64_t r) const {
     return params.out + h * params.out_strides[1] + r * params.out_strides[2];
@@ -126,8 +138,8 @@ void RunTask(const Call& c, const Tile& tile, std::int64_t kvh, std::int64_t chu
   }
 
   AttendTile t;
-  t.k_dtype = p.k_dtype;
-  t.v_dtype = p.v_dtype;
+  t.k_dtype = Unrotated(p.k_dtype);
+  t.v_dtype = Unrotated(p.v_dtype);
   t.d = c.dims.d;
   t.dv = c.dims.dv;
   t.scale = p.scale;
@@ -137,6 +149,22 @@ void RunTask(const Call& c, const Tile& tile, std::int64_t kvh, std::int64_t chu
   t.heads = c.dims.group;
   t.rows = tile.rows;
   t.q_rows = c.plan.q_row.data() + tile.first_entry;
+  if (c.dims.rotate_q) {
+    // State row (g, i) of the tile, gathered and rotated: [G, rows, RoundUp(D, 16)].
+    float* const q_rot = reinterpret_cast<float*>(base + c.layout.q_at);
+    const std::int64_t d_pad = RoundUp(c.dims.d, kPad);
+    for (std::int64_t g = 0; g < c.dims.group; ++g) {
+      for (std::int64_t i = 0; i < tile.rows; ++i) {
+        float* const row = q_rot + (g * tile.rows + i) * d_pad;
+        std::copy_n(t.q + g * t.q_head_stride + t.q_rows[i] * t.q_row_stride, c.dims.d, row);
+        RotateRow(row, static_cast<std::size_t>(c.dims.d));
+      }
+    }
+    t.q = q_rot;
+    t.q_head_stride = tile.rows * d_pad;
+    t.q_row_stride = d_pad;
+    t.q_rows = nullptr;
+  }
   t.runs = runs;
   t.run_count = run_count;
   t.t0 = t0;
@@ -155,7 +183,9 @@ void RunTask(const Call& c, const Tile& tile, std::int64_t kvh, std::int64_t chu
 // Writes a finished state: a prefix tile keeps acc / l in out and (m, l) for the
 // own pass; an own tile merges the row's prefix state, if it has one, and writes
 // out. A row with no visible key gets 0 (l == 0 exactly then; a NaN l, from a NaN
-// score, gives NaN).
+// score, gives NaN). When V is kI4H, acc is rotated back in place first (its last
+// use): the merge below is linear in acc and o_p is already rotated back, so each
+// state is rotated exactly once, whether it is stored or merged.
 void Finish(const Call& c, const Tile& tile, std::int64_t kvh, const StateView& state) {
   const std::int64_t hq = c.dims.hq;
   const std::int64_t os = c.params.out_strides[3];
@@ -165,9 +195,11 @@ void Finish(const Call& c, const Tile& tile, std::int64_t kvh, const StateView& 
       const std::int64_t sr = g * tile.rows + i;
       const std::int64_t r = c.plan.q_row[static_cast<std::size_t>(tile.first_entry + i)];
       float* const o = c.Out(h, r);
-      const float* const acc = state.acc + sr * c.layout.acc_stride;
+      float* const acc = state.acc + sr * c.layout.acc_stride;
       const float m = state.m[sr];
       const float l = state.l[sr];
+      // m == -inf: no visible key, acc is 0 or unused.
+      if (c.rotate_out && m != kNegInf) RotateRow(acc, static_cast<std::size_t>(c.dims.dv));
       if (tile.pass_prefix >= 0) {
         c.prefix_m[r * hq + h] = m;
         c.prefix_l[r * hq + h] = l;
@@ -195,7 +227,8 @@ void Finish(const Call& c, const Tile& tile, std::int64_t kvh, const StateView& 
 }
 
 // Flash-decoding merge of a split (tile, kv head): every chunk's state rescaled
-// to the common max, summed into chunk 0's.
+// to the common max, summed into chunk 0's. The states stay unrotated (kI4H V):
+// Finish rotates the merged one.
 void MergeChunks(const Call& c, const Tile& tile, std::int64_t kvh) {
   const std::int64_t state_rows = c.dims.group * tile.rows;
   const StateView into = ViewState(c.Partial(tile, kvh, 0), state_rows);
@@ -286,6 +319,7 @@ RaggedSdpaShape ShapeOf(const RaggedSdpaParams& params) noexcept {
   shape.prefixes = static_cast<std::int64_t>(params.prefixes.size());
   shape.groups = static_cast<std::int64_t>(params.groups.size());
   for (const RaggedRun& run : params.runs) shape.keys += run.count;
+  shape.rotated_keys = params.k_dtype == DType::kI4H;
   return shape;
 }
 
@@ -321,7 +355,8 @@ void RaggedSdpa(const RaggedSdpaParams& params, const KernelTable& table, Execut
                   plan,
                   workspace.data(),
                   prefix_state,
-                  prefix_state + dims.n * dims.hq};
+                  prefix_state + dims.n * dims.hq,
+                  params.v_dtype == DType::kI4H};
   RunPhase(call, executor, 0);
   RunPhase(call, executor, 1);
 }

@@ -7,10 +7,17 @@
 //   out[h, r] = softmax_t(scale * q[h, r] . k_t) v_t   over the keys t of row r's
 //               group with index in [row_lo[r], row_hi[r])
 //
-// q [1, Hq, N, D] f32 (N rows), out [1, Hq, N, Dv] f32, K/V in f32/f16/bf16 read
-// as stored. GQA: query head h reads kv head h / (Hq / Hkv). A row whose range is
-// empty (or that belongs to no group) yields zeros. No [rows x keys] mask is
-// ever built.
+// q [1, Hq, N, D] f32 (N rows), out [1, Hq, N, Dv] f32. GQA: query head h reads
+// kv head h / (Hq / Hkv). A row whose range is empty (or that belongs to no group)
+// yields zeros. No [rows x keys] mask is ever built.
+//
+// K/V are read in place as stored, float or quantized (dtype.h), as Sdpa reads
+// them: a cache's blocks are attended without a dequantised copy, which would
+// cost a pass over every key and a buffer as large as the keys. kI4H rows are
+// never rotated back: q.k is invariant under the rotation, so each task rotates
+// its few query rows into worker scratch instead (the workspace grows with
+// RaggedSdpaShape::rotated_keys), and V's rotation, being linear, is undone once
+// per output row on the finished state rather than once per key.
 //
 // Shared prefixes (cascade attention): groups may name one prefix, a list of
 // runs that comes first in each of their key lists. The kernel reads a prefix's
@@ -30,13 +37,13 @@
 namespace ringkv::kernels {
 
 // `count` consecutive keys. Key j of kv head h is at
-//   k + k_byte_offset + (h * k_head_stride + j * k_row_stride) * elem
-// (and the same for v); D and Dv are contiguous.
+//   k + k_byte_offset + (h * k_head_stride + j * k_row_stride) * SizeOf(k_dtype)
+// (and the same for v); D and Dv are contiguous (a quantized row is its bytes).
 struct RaggedRun {
   const void* k = nullptr;
   const void* v = nullptr;
   std::int64_t count = 0;
-  std::int64_t k_head_stride = 0;  // elements
+  std::int64_t k_head_stride = 0;  // elements, or bytes of quantized rows
   std::int64_t k_row_stride = 0;
   std::int64_t v_head_stride = 0;
   std::int64_t v_row_stride = 0;
@@ -98,7 +105,8 @@ struct RaggedSdpaShape {
   std::int64_t runs = 0;
   std::int64_t prefixes = 0;
   std::int64_t groups = 0;
-  std::int64_t keys = 0;  // the sum of every run's count
+  std::int64_t keys = 0;      // the sum of every run's count
+  bool rotated_keys = false;  // K is kI4H: each worker keeps rotated query rows
 };
 
 // The shape of `params` (reads sizes only, never data).
