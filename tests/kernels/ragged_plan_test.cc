@@ -194,6 +194,37 @@ TEST(RaggedWorkspaceTest, ShapeOfByHand) {
   EXPECT_EQ(s.prefixes, 2);
   EXPECT_EQ(s.groups, 5);
   EXPECT_EQ(s.keys, 256 + 256 + 88 + 40 + (3 + 4 + 5 + 6 + 7) + 5 * 5);
+  EXPECT_FALSE(s.rotated_keys);
+}
+
+// kI4H keys (and only they) add the rotated query rows of one tile per worker,
+// G x Lt x RoundUp(D, 16) floats (here 4 x 7 x 32: Lt is clamped to the 7 rows), so lib/'s arena,
+// sized by RaggedSdpaWorkspaceBytes (ShapeOf(params)), follows without knowing why.
+TEST(RaggedWorkspaceTest, RotatedKeysAddTheRotatedQueryRowsPerWorker) {
+  for (DType v : {DType::kI8, DType::kI4H}) {
+    RaggedCase c = DecodeCase(5, 8, 2);
+    c.d = c.dv = 32;
+    c.dtype = DType::kI4H;
+    c.v_dtype = v;
+    RaggedProblem p;
+    test::MakeRaggedProblem(c, 1, p);
+    RaggedSdpaShape s = ShapeOf(p.params);
+    EXPECT_TRUE(s.rotated_keys);
+    for (int threads : {1, 2}) {
+      const std::size_t rotated = RaggedSdpaWorkspaceBytes(s, threads);
+      s.rotated_keys = false;
+      EXPECT_EQ(rotated - RaggedSdpaWorkspaceBytes(s, threads),
+                static_cast<std::size_t>(threads) * 4 * 7 * 32 * sizeof(float));
+      s.rotated_keys = true;
+    }
+  }
+  RaggedCase c = DecodeCase(5, 8, 2);
+  c.d = c.dv = 32;
+  c.dtype = DType::kI4;
+  c.v_dtype = DType::kI4H;  // rotating out needs no scratch
+  RaggedProblem p;
+  test::MakeRaggedProblem(c, 1, p);
+  EXPECT_FALSE(ShapeOf(p.params).rotated_keys);
 }
 
 // BM_RaggedDecode's shape: 32 groups x 16 runs of 256 keys, Hq 32 / Hkv 8 / D 128.

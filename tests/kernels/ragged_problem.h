@@ -6,6 +6,13 @@
 // that ignores the offsets or reads a padding element shows NaN. The expected
 // output comes from the float64 SDPA oracle run per row over exactly the keys
 // the row sees, computed here from the group's run list and the row's range.
+//
+// Quantized K/V (dtype.h) are random f32 rows quantized once by the scalar
+// tier's convert_rows into byte rows (strides in bytes, some odd, so scales sit
+// unaligned); the pool's other bytes are 0xFF, a NaN scale wherever a row is
+// misread. The oracle decodes the stored rows by the dtype's definition
+// (support/sdpa_reference.cc), kI4H rotated back, so the error measured is the
+// kernel's over the stored values, not the quantization's.
 
 #include <algorithm>
 #include <cmath>
@@ -13,11 +20,14 @@
 #include <cstdint>
 #include <limits>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "ringkv/kernels/isa.h"
+#include "ringkv/kernels/kernel_table.h"
 #include "ringkv/kernels/ragged_sdpa.h"
 #include "support/sdpa_reference.h"
 
@@ -47,7 +57,8 @@ struct GroupSpec {
 struct RaggedCase {
   std::string name{};
   I64 hq = 4, hkv = 2, d = 64, dv = 64;
-  DType dtype = DType::kF32;
+  DType dtype = DType::kF32;                 // K's, and V's unless v_dtype is set
+  std::optional<DType> v_dtype{};            // quantized V of another dtype than quantized K
   std::vector<std::vector<I64>> prefixes{};  // run lengths of each prefix
   std::vector<GroupSpec> groups{};
   I64 loose_rows = 0;  // q rows in no group
@@ -56,7 +67,7 @@ struct RaggedCase {
 
 // Owns every buffer and the RaggedSdpaParams that point into them.
 struct RaggedProblem {
-  std::vector<std::uint32_t> k_pool, v_pool;  // 2 layers each, as raw elements
+  std::vector<std::uint32_t> k_pool, v_pool;  // 2 layers each, as raw elements or row bytes
   std::ptrdiff_t k_layer_bytes = 0, v_layer_bytes = 0;
   std::vector<float> q;
   std::vector<kernels::RaggedRun> runs;
@@ -103,13 +114,40 @@ inline I64 KeysOf(const RaggedProblem& p, const std::vector<I64>& list) {
   return keys;
 }
 
+// `rows` rows of `n` values stored as `dtype` at `at`, `stride` apart (both in
+// SizeOf(dtype) units): the f32 rows `src` ([rows, n]) written element by
+// element, or quantized into byte rows.
+inline void StoreRows(std::vector<std::uint32_t>& pool, DType dtype, I64 at, I64 stride,
+                      const std::vector<float>& src, I64 rows, I64 n) {
+  if (IsQuantized(dtype)) {
+    kernels::KernelsFor(kernels::Isa::kScalar)
+        ->convert_rows(DType::kF32, src.data(), n, dtype,
+                       reinterpret_cast<std::byte*>(pool.data()) + at, stride,
+                       static_cast<std::size_t>(rows), static_cast<std::size_t>(n));
+    return;
+  }
+  for (I64 t = 0; t < rows; ++t) {
+    for (I64 e = 0; e < n; ++e) {
+      PoolStore(pool, dtype, static_cast<std::size_t>(at + t * stride + e),
+                src[static_cast<std::size_t>(t * n + e)]);
+    }
+  }
+}
+
 inline void MakeRaggedProblem(const RaggedCase& c, std::uint32_t seed, RaggedProblem& p) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  const I64 elem = static_cast<I64>(SizeOf(c.dtype));
+  const DType k_dtype = c.dtype;
+  const DType v_dtype = c.v_dtype.value_or(c.dtype);
+  const I64 k_elem = static_cast<I64>(SizeOf(k_dtype));
+  const I64 v_elem = static_cast<I64>(SizeOf(v_dtype));
+  // A row in stride units: n elements, or its bytes when quantized.
+  const auto row_units = [](DType dtype, I64 n) {
+    return IsQuantized(dtype) ? static_cast<I64>(RowBytes(dtype, n)) : n;
+  };
 
   // Runs: every prefix's, then every group's own; run j has row padding j % 3 * 4
-  // and head padding j % 2 * 7 elements.
+  // (j % 3 * 5 bytes for quantized rows) and head padding j % 2 * 7 units.
   std::vector<I64> lengths;
   p.prefixes.clear();
   for (const auto& pre : c.prefixes) {
@@ -125,9 +163,10 @@ inline void MakeRaggedProblem(const RaggedCase& c, std::uint32_t seed, RaggedPro
   I64 k_total = 0, v_total = 0;
   for (std::size_t j = 0; j < lengths.size(); ++j) {
     const I64 pad = static_cast<I64>(j % 3) * 4;
+    const I64 byte_pad = static_cast<I64>(j % 3) * 5;
     const I64 head_pad = static_cast<I64>(j % 2) * 7;
-    k_row.push_back(c.d + pad);
-    v_row.push_back(c.dv + pad);
+    k_row.push_back(row_units(k_dtype, c.d) + (IsQuantized(k_dtype) ? byte_pad : pad));
+    v_row.push_back(row_units(v_dtype, c.dv) + (IsQuantized(v_dtype) ? byte_pad : pad));
     k_head.push_back(lengths[j] * k_row.back() + head_pad);
     v_head.push_back(lengths[j] * v_row.back() + head_pad);
     k_off.push_back(k_total);
@@ -138,36 +177,33 @@ inline void MakeRaggedProblem(const RaggedCase& c, std::uint32_t seed, RaggedPro
   k_total = (k_total + 15) / 16 * 16;
   v_total = (v_total + 15) / 16 * 16;
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  const auto words = [&](I64 total) {
-    return static_cast<std::size_t>((2 * total * elem + 3) / 4);
+  const auto fill = [nan](std::vector<std::uint32_t>& pool, DType dtype, I64 total, I64 elem) {
+    pool.assign(static_cast<std::size_t>((2 * total * elem + 3) / 4), 0xFFFFFFFFu);
+    if (IsQuantized(dtype)) return;  // 0xFF bytes: any f32 scale read there is NaN
+    for (I64 i = 0; i < 2 * total; ++i) PoolStore(pool, dtype, static_cast<std::size_t>(i), nan);
   };
-  p.k_pool.assign(words(k_total), 0);
-  p.v_pool.assign(words(v_total), 0);
-  for (I64 i = 0; i < 2 * k_total; ++i)
-    PoolStore(p.k_pool, c.dtype, static_cast<std::size_t>(i), nan);
-  for (I64 i = 0; i < 2 * v_total; ++i)
-    PoolStore(p.v_pool, c.dtype, static_cast<std::size_t>(i), nan);
-  p.k_layer_bytes = k_total * elem;
-  p.v_layer_bytes = v_total * elem;
+  fill(p.k_pool, k_dtype, k_total, k_elem);
+  fill(p.v_pool, v_dtype, v_total, v_elem);
+  p.k_layer_bytes = k_total * k_elem;
+  p.v_layer_bytes = v_total * v_elem;
   p.runs.clear();
   for (std::size_t j = 0; j < lengths.size(); ++j) {
     for (I64 h = 0; h < c.hkv; ++h) {
+      // Drawn key row, value row, key row, ...: the order the float cases always had.
+      std::vector<float> k_rows(static_cast<std::size_t>(lengths[j] * c.d));
+      std::vector<float> v_rows(static_cast<std::size_t>(lengths[j] * c.dv));
       for (I64 t = 0; t < lengths[j]; ++t) {
-        for (I64 e = 0; e < c.d; ++e) {
-          PoolStore(p.k_pool, c.dtype,
-                    static_cast<std::size_t>(k_total + k_off[j] + h * k_head[j] + t * k_row[j] + e),
-                    dist(rng));
-        }
-        for (I64 e = 0; e < c.dv; ++e) {
-          PoolStore(p.v_pool, c.dtype,
-                    static_cast<std::size_t>(v_total + v_off[j] + h * v_head[j] + t * v_row[j] + e),
-                    dist(rng));
-        }
+        for (I64 e = 0; e < c.d; ++e) k_rows[static_cast<std::size_t>(t * c.d + e)] = dist(rng);
+        for (I64 e = 0; e < c.dv; ++e) v_rows[static_cast<std::size_t>(t * c.dv + e)] = dist(rng);
       }
+      const I64 k_at = k_total + k_off[j] + h * k_head[j];
+      const I64 v_at = v_total + v_off[j] + h * v_head[j];
+      StoreRows(p.k_pool, k_dtype, k_at, k_row[j], k_rows, lengths[j], c.d);
+      StoreRows(p.v_pool, v_dtype, v_at, v_row[j], v_rows, lengths[j], c.dv);
     }
     kernels::RaggedRun run;
-    run.k = reinterpret_cast<const std::byte*>(p.k_pool.data()) + k_off[j] * elem;
-    run.v = reinterpret_cast<const std::byte*>(p.v_pool.data()) + v_off[j] * elem;
+    run.k = reinterpret_cast<const std::byte*>(p.k_pool.data()) + k_off[j] * k_elem;
+    run.v = reinterpret_cast<const std::byte*>(p.v_pool.data()) + v_off[j] * v_elem;
     run.count = lengths[j];
     run.k_head_stride = k_head[j];
     run.k_row_stride = k_row[j];
@@ -245,8 +281,8 @@ inline void MakeRaggedProblem(const RaggedCase& c, std::uint32_t seed, RaggedPro
               DType::kF32,
               {1, c.hq, p.n, c.d},
               {c.hq * p.q_head_stride, p.q_head_stride, p.q_row_stride, 1}};
-  params.k_dtype = c.dtype;
-  params.v_dtype = c.dtype;
+  params.k_dtype = k_dtype;
+  params.v_dtype = v_dtype;
   params.kv_heads = c.hkv;
   params.value_dim = c.dv;
   params.k_byte_offset = p.k_layer_bytes;

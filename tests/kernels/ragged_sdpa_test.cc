@@ -5,17 +5,22 @@
 // out-of-list ranges, shared prefixes covered fully, partly or not at all, runs
 // of 0, 1 and many keys with their own strides, GQA 1/2/4/8, D != Dv, f32 / f16 /
 // bf16, the layer byte offsets, 1 and 2 worker threads, and a workspace of
-// exactly RaggedSdpaWorkspaceBytes followed by a guard region.
+// exactly RaggedSdpaWorkspaceBytes followed by a guard region. Quantized K/V
+// (int8, int4, int4h and mixed pairs) are checked against the same oracle over
+// the values the rows store.
 #include "ringkv/kernels/ragged_sdpa.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <limits>
 #include <string>
+#include <tuple>
 #include <vector>
 
+#include "ragged_plan.h"
 #include "ragged_problem.h"
 #include "ringkv/kernels/isa.h"
 #include "ringkv/kernels/kernel_table.h"
@@ -213,6 +218,68 @@ TEST_P(RaggedSdpaTest, NaNOnlyReachesRowsThatSeeIt) {
   }
 }
 
+// The same rule for quantized rows, poisoned through a NaN scale: K's row scale
+// (int8) or first group's (int4h) makes key 10 NaN for the rows that see it; V's
+// first group scale of key 65 makes row 2 NaN in that group's columns (int4), or
+// in its whole rotation block (int4h: rotating back mixes the block).
+TEST_P(RaggedSdpaTest, NaNScaleOnlyReachesRowsThatSeeIt) {
+  const KernelTable& table = *KernelsFor(GetParam());
+  for (const auto& [k_dtype, v_dtype, nan_columns] :
+       {std::tuple{DType::kI8, DType::kI4, I64{32}},
+        std::tuple{DType::kI4H, DType::kI4H, I64{64}}}) {
+    SCOPED_TRACE(static_cast<int>(k_dtype));
+    RaggedCase c{.name = "nan_scale",
+                 .hq = 4,
+                 .hkv = 1,
+                 .d = 32,
+                 .dv = 64,
+                 .dtype = k_dtype,
+                 .v_dtype = v_dtype,
+                 .prefixes = {{50}},
+                 .groups = {{.prefix = 0,
+                             .own = {30},
+                             .rows = 4,
+                             .ranges = Ranges::kExplicit,
+                             .explicit_ranges = {{0, 20}, {20, 40}, {40, 80}, {0, 80}}}}};
+    RaggedProblem p;
+    test::MakeRaggedProblem(c, 3, p);
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    const RaggedGroup& g = p.groups[0];
+    const auto row_at = [&](std::vector<std::uint32_t>& pool, std::ptrdiff_t layer, const void* run,
+                            I64 t, I64 row_stride) {
+      return reinterpret_cast<std::byte*>(pool.data()) + layer +
+             (static_cast<const std::byte*>(run) -
+              reinterpret_cast<const std::byte*>(pool.data())) +
+             t * row_stride;
+    };
+    const auto [kr, kt] = test::Locate(p, g, 10);
+    const RaggedRun& krun = p.runs[static_cast<std::size_t>(kr)];
+    std::memcpy(row_at(p.k_pool, p.k_layer_bytes, krun.k, kt, krun.k_row_stride) +
+                    (k_dtype == DType::kI8 ? c.d : c.d / 2),
+                &nan, sizeof nan);
+    const auto [vr, vt] = test::Locate(p, g, 65);
+    const RaggedRun& vrun = p.runs[static_cast<std::size_t>(vr)];
+    std::memcpy(row_at(p.v_pool, p.v_layer_bytes, vrun.v, vt, vrun.v_row_stride) + c.dv / 2, &nan,
+                sizeof nan);
+    test::OwnThreadsExecutor<2> executor;
+    RunRagged(p.params, table, executor);
+    EXPECT_LE(test::RaggedMaxError(p, test::RaggedExpected(p)), 3.5e-7);
+    const auto at = [&](I64 h, I64 row, I64 e) {
+      const I64 r = p.rows[static_cast<std::size_t>(g.first_row + row)];
+      return p.out[static_cast<std::size_t>(h * p.params.out_strides[1] +
+                                            r * p.params.out_strides[2] + e)];
+    };
+    for (I64 h = 0; h < c.hq; ++h) {
+      for (I64 e = 0; e < c.dv; ++e) {
+        EXPECT_TRUE(std::isnan(at(h, 0, e)));
+        EXPECT_TRUE(std::isfinite(at(h, 1, e)));
+        EXPECT_EQ(std::isnan(at(h, 2, e)), e < nan_columns);
+        EXPECT_TRUE(std::isnan(at(h, 3, e)));
+      }
+    }
+  }
+}
+
 // No groups at all: every row is zero, and a call with no rows does nothing.
 TEST_P(RaggedSdpaTest, RowsInNoGroupAreZero) {
   const KernelTable& table = *KernelsFor(GetParam());
@@ -223,6 +290,97 @@ TEST_P(RaggedSdpaTest, RowsInNoGroupAreZero) {
   RunRagged(p.params, table, executor);
   EXPECT_EQ(test::RaggedMaxError(p, test::RaggedExpected(p)), 0.0);
 }
+
+// Quantized K/V, each pair on one problem: GQA 4, a shared prefix of two runs
+// read by three groups (causal prefill, windows starting inside it, empty
+// ranges), a group without prefix, a loose row. The prefix and the long group
+// are long enough that two threads split both phases into key chunks (checked
+// on the plan). D and Dv vary so int4h rotates blocks of 128, 64 and 32.
+// Tolerances: those of sdpa_quant_test.cc for the same pair (its decode cases),
+// not widened for the ragged driver; the worst measured error is next to each.
+struct QuantPair {
+  const char* name;
+  DType k, v;
+  I64 d, dv;
+  double tol;
+};
+
+RaggedCase QuantCase(const QuantPair& q) {
+  return {
+      .name = q.name,
+      .hq = 8,
+      .hkv = 2,
+      .d = q.d,
+      .dv = q.dv,
+      .dtype = q.k,
+      .v_dtype = q.v,
+      .prefixes = {{600, 500}},
+      .groups =
+          {{.prefix = 0, .own = {700}, .rows = 3},
+           {.prefix = 0, .own = {40, 0, 9}, .rows = 2, .ranges = Ranges::kWindow, .window = 300},
+           {.prefix = 0, .own = {30}, .rows = 2, .ranges = Ranges::kEmpty},
+           {.own = {1200}, .rows = 1, .ranges = Ranges::kFull}},
+      .loose_rows = 1};
+}
+
+std::vector<QuantPair> QuantPairs() {
+  using enum DType;
+  // Measured over the scalar, SSE4.2 and AVX2 tiers (GCC 12, AMD EPYC, no AVX-512).
+  return {{"i8_i8_d128", kI8, kI8, 128, 128, 3e-7 /* measured 8.54e-8 */},
+          {"i4_i4_d64", kI4, kI4, 64, 64, 2e-7 /* measured 7.50e-8 */},
+          {"i4h_i4h_d128_dv64", kI4H, kI4H, 128, 64, 1.5e-7 /* measured 1.02e-7 */},
+          {"i8k_i4v_d64_dv96", kI8, kI4, 64, 96, 3e-7 /* measured 1.07e-7 */},
+          {"i4hk_i8v_d96_dv64", kI4H, kI8, 96, 64, 2.5e-7 /* measured 7.14e-8 */}};
+}
+
+struct PreparedQuant {
+  QuantPair pair;
+  RaggedProblem p;
+  std::vector<double> want;
+};
+
+// Built and run through the oracle once for every tier (the int4h oracle sums
+// over each block per element).
+std::vector<PreparedQuant>& PreparedQuantCases() {
+  static std::vector<PreparedQuant> prepared = [] {
+    std::vector<PreparedQuant> out(QuantPairs().size());
+    std::uint32_t seed = 40;
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      out[i].pair = QuantPairs()[i];
+      test::MakeRaggedProblem(QuantCase(out[i].pair), seed++, out[i].p);
+      out[i].want = test::RaggedExpected(out[i].p);
+    }
+    return out;
+  }();
+  return prepared;
+}
+
+template <int kWorkers>
+void CheckQuantCases(Isa isa) {
+  const KernelTable& table = *KernelsFor(isa);
+  test::OwnThreadsExecutor<kWorkers> executor;
+  for (PreparedQuant& pc : PreparedQuantCases()) {
+    SCOPED_TRACE(pc.pair.name);
+    if (kWorkers > 1) {
+      // The chunk merge (and Finish after it) is exercised in both phases.
+      const ragged::Dims dims = ragged::DimsOf(ShapeOf(pc.p.params));
+      const ragged::Layout layout = ragged::MakeLayout(dims, SdpaTuning{}, kWorkers);
+      test::AlignedBytes plan_space(static_cast<std::size_t>(layout.total_bytes));
+      const ragged::Plan plan =
+          ragged::BuildPlan(pc.p.params, dims, SdpaTuning{}, kWorkers, layout, plan_space.Span());
+      EXPECT_TRUE(plan.phase_split[0] && plan.phase_split[1]);
+    }
+    std::fill(pc.p.out.begin(), pc.p.out.end(), test::kOutSentinel);
+    RunRagged(pc.p.params, table, executor);
+    const double err = test::RaggedMaxError(pc.p, pc.want);
+    std::printf("[ %s x%d ] %-32s max abs error %.3g\n", std::string(IsaName(isa)).c_str(),
+                kWorkers, pc.pair.name, err);
+    EXPECT_LE(err, pc.pair.tol);
+  }
+}
+
+TEST_P(RaggedSdpaTest, QuantizedKvOneThread) { CheckQuantCases<1>(GetParam()); }
+TEST_P(RaggedSdpaTest, QuantizedKvTwoThreads) { CheckQuantCases<2>(GetParam()); }
 
 std::string IsaParamName(const ::testing::TestParamInfo<Isa>& info) {
   return std::string(IsaKey(info.param));
