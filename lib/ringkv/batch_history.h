@@ -31,13 +31,18 @@ class BatchHistory {
   BatchHistory() = default;  // no rows
 
   std::int64_t Rows() const;  // N, the batch's tokens
+  // The stored dtypes (f32 when empty): one float dtype for both, or both
+  // quantized (possibly different, kv_storage.h). Dtype() is KeyDtype().
   DType Dtype() const;
+  DType KeyDtype() const;
+  DType ValueDtype() const;
   std::int64_t Heads() const;     // Hkv
   std::int64_t KeyDim() const;    // D
   std::int64_t ValueDim() const;  // Dv
 
   // The keys row r may see, in position order, as contiguous copies
-  // [1, Hkv, n, D] / [1, Hkv, n, Dv]: O(n), for tests and tools.
+  // [1, Hkv, n, D] / [1, Hkv, n, Dv]: O(n), for tests and tools. A quantized
+  // side comes back dequantised as f32 (x = scale * q).
   Tensor VisibleKeys(std::int64_t row) const;
   Tensor VisibleValues(std::int64_t row) const;
 

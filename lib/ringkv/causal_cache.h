@@ -36,7 +36,13 @@ struct CausalCacheOptions {
   std::int64_t kv_heads = 0;   // Hkv
   std::int64_t key_dim = 0;    // D
   std::int64_t value_dim = 0;  // Dv
-  DType dtype = DType::kF16;   // storage; Update converts any float input
+  // Storage of the keys, and of the values unless value_dtype is set: f32, f16,
+  // bf16, or quantized (int8, int4, int4h: kv_storage.h). Update converts or
+  // quantizes any float input as it writes.
+  DType dtype = DType::kF16;
+  // The values' storage when it differs from the keys' (both quantized, e.g.
+  // int8 keys and int4 values).
+  std::optional<DType> value_dtype;
 
   // The pool: exactly one of the two is nonzero. Rounded down to whole blocks.
   std::int64_t capacity_tokens = 0;

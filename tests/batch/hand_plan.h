@@ -67,7 +67,8 @@ class HandPlan {
       value_values_.push_back(values_.back().ToVector());
     }
     auto plan = std::make_shared<detail::BatchPlan>();
-    plan->dtype = dtype;
+    plan->key_dtype = dtype;
+    plan->value_dtype = dtype;
     plan->rows = kRows;
     plan->heads = kHkv;
     plan->key_dim = kD;

@@ -233,16 +233,5 @@ TEST(QuantizedStorageErrors, StorageDtypeNamesOnlyAsharedDtype) {
             (KvStorage{DType::kI8, DType::kI4}));
 }
 
-TEST(QuantizedStorageErrors, CausalCacheRefusesQuantizedStorage) {
-  CausalCacheOptions options;
-  options.layers = 1;
-  options.kv_heads = 1;
-  options.key_dim = 32;
-  options.value_dim = 32;
-  options.dtype = DType::kI8;
-  const std::string message = ErrorOf([&] { CausalCache cache(options); });
-  EXPECT_NE(message.find("not by CausalCache"), std::string::npos) << message;
-}
-
 }  // namespace
 }  // namespace ringkv::test

@@ -1,9 +1,11 @@
 // A seeded random workload on CausalCache: many sequences, prefills of various
-// lengths and decodes in mixed batches (now and then past a gap in positions), CopyPrefix, Remove
-// with a shift function, truncation, resumes, snapshots, saved states and a full cache. A model
-// here holds each sequence's tokens by position (the K/V it was given, rounded to the storage
-// dtype); after every forward each row's Attention(q, history) output must equal a float64
-// recompute over exactly the tokens the row may see, chosen from positions alone.
+// lengths and decodes in mixed batches (now and then past a gap in positions),
+// CopyPrefix, Remove with a shift function, truncation, resumes, snapshots, saved
+// states and a full cache, in float and quantized pools. A model here holds each
+// sequence's tokens by position (the K/V it was given, as the storage dtype reads
+// them back); after every forward each row's Attention(q, history) output must
+// equal a float64 recompute over exactly the tokens the row may see, chosen from
+// positions alone.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -28,8 +30,6 @@ namespace {
 constexpr int kLayers = 2;
 constexpr std::int64_t kHeads = 2;  // Hkv
 constexpr std::int64_t kQHeads = 4;
-constexpr std::int64_t kDim = 8;
-constexpr std::int64_t kValueDim = 6;
 constexpr int kIds = 6;  // sequence ids in use, one more than max_sequences
 constexpr Position kLongest = 96;
 
@@ -40,9 +40,14 @@ struct Config {
   Position window;
   Position memory;
   Position chunk;
-  // Max abs error against the float64 recompute, measured over the run: about
-  // 1e-6 on every tier (f32 accumulation; the stored K/V are exact in the model).
+  // Max abs error against the float64 recompute, measured over the run: up to
+  // 8e-7 at D 8 or 16 on every tier (f32 accumulation; the stored K/V are exact in
+  // the model), up to 3.5e-6 at D 32 and 64 (scalar tier; 2.6e-6 on the vector
+  // tiers), whose larger dot products round more.
   double tolerance = 2e-6;
+  DType value_dtype = dtype;  // quantized pools may store values apart
+  std::int64_t dim = 8;       // D; int4 needs multiples of 32
+  std::int64_t value_dim = 6;
 };
 
 // The tokens a sequence holds: per position, each layer's key [Hkv * D] and value [Hkv * Dv].
@@ -52,8 +57,12 @@ struct TokenData {
 using Sequence = std::map<Position, TokenData>;
 using Model = std::map<SequenceId, Sequence>;
 
-std::vector<float> Rounded(const std::vector<float>& x, DType dtype) {
-  return Tensor::FromVector(x, {static_cast<std::int64_t>(x.size())}, dtype).ToVector();
+// One token's K or V of one layer, [Hkv * dim], as the cache stores it: each
+// head's row rounded to the float dtype, or quantized and dequantised exactly
+// as the cache write does (AsStored), so the model holds what attention reads.
+std::vector<float> Stored(const std::vector<float>& x, std::int64_t dim, DType dtype) {
+  const std::int64_t rows = static_cast<std::int64_t>(x.size()) / dim;
+  return AsStored(Tensor::FromVector(x, {rows, dim}), dtype).ToVector();
 }
 
 class Workload {
@@ -65,9 +74,10 @@ class Workload {
     CausalCacheOptions o;
     o.layers = kLayers;
     o.kv_heads = kHeads;
-    o.key_dim = kDim;
-    o.value_dim = kValueDim;
+    o.key_dim = c.dim;
+    o.value_dim = c.value_dim;
     o.dtype = c.dtype;
+    if (c.value_dtype != c.dtype) o.value_dtype = c.value_dtype;
     o.block_tokens = c.block_tokens;
     o.capacity_tokens = 256;  // tight: passes, copies and clones are refused now and then
     o.max_sequences = kIds - 1;
@@ -124,10 +134,10 @@ class Workload {
 
   int Uniform(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng_); }
   float Normal() { return std::normal_distribution<float>(0.0f, 1.0f)(rng_); }
-  std::vector<float> RandomRounded(std::size_t n) {
-    std::vector<float> x(n);
+  std::vector<float> Random(std::int64_t n) {
+    std::vector<float> x(static_cast<std::size_t>(n));
     for (float& e : x) e = Normal();
-    return Rounded(x, config_.dtype);
+    return x;
   }
   SequenceId AnyId() { return Uniform(0, kIds - 1); }
   // A sequence the model holds, or -1.
@@ -216,7 +226,7 @@ class Workload {
         TokenData shifted = t;
         for (std::vector<float>& k : shifted.k) {
           for (float& x : k) x = Shifted(x, delta);
-          k = Rounded(k, config_.dtype);
+          k = Stored(k, dim_, config_.dtype);
         }
         moved.emplace(p + delta, std::move(shifted));
       }
@@ -335,44 +345,50 @@ class Workload {
       }
       cache_.SetNonCausalRows(non_causal);
     }
-    // The pass's K/V per layer, into the model and the cache.
+    // The pass's K/V per layer: the cache gets them as drawn, the model as stored.
     std::vector<TokenData> data(tokens.size());
     for (TokenData& t : data) {
       for (int layer = 0; layer < kLayers; ++layer) {
-        t.k.push_back(RandomRounded(kHeads * kDim));
-        t.v.push_back(RandomRounded(kHeads * kValueDim));
+        t.k.push_back(Random(kHeads * dim_));
+        t.v.push_back(Random(kHeads * value_dim_));
       }
     }
     for (std::size_t i = 0; i < tokens.size(); ++i) {
-      model_[tokens[i].first][tokens[i].second] = data[i];
+      TokenData stored;
+      for (int layer = 0; layer < kLayers; ++layer) {
+        const auto l = static_cast<std::size_t>(layer);
+        stored.k.push_back(Stored(data[i].k[l], dim_, config_.dtype));
+        stored.v.push_back(Stored(data[i].v[l], value_dim_, config_.value_dtype));
+      }
+      model_[tokens[i].first][tokens[i].second] = std::move(stored);
     }
     for (int layer = 0; layer < kLayers; ++layer) {
-      std::vector<float> k(static_cast<std::size_t>(kHeads * n * kDim));
-      std::vector<float> v(static_cast<std::size_t>(kHeads * n * kValueDim));
+      std::vector<float> k(static_cast<std::size_t>(kHeads * n * dim_));
+      std::vector<float> v(static_cast<std::size_t>(kHeads * n * value_dim_));
       for (std::int64_t h = 0; h < kHeads; ++h) {
         for (std::int64_t t = 0; t < n; ++t) {
           const TokenData& d = data[static_cast<std::size_t>(t)];
-          for (std::int64_t e = 0; e < kDim; ++e) {
-            k[static_cast<std::size_t>((h * n + t) * kDim + e)] =
-                d.k[static_cast<std::size_t>(layer)][static_cast<std::size_t>(h * kDim + e)];
+          for (std::int64_t e = 0; e < dim_; ++e) {
+            k[static_cast<std::size_t>((h * n + t) * dim_ + e)] =
+                d.k[static_cast<std::size_t>(layer)][static_cast<std::size_t>(h * dim_ + e)];
           }
-          for (std::int64_t e = 0; e < kValueDim; ++e) {
-            v[static_cast<std::size_t>((h * n + t) * kValueDim + e)] =
-                d.v[static_cast<std::size_t>(layer)][static_cast<std::size_t>(h * kValueDim + e)];
+          for (std::int64_t e = 0; e < value_dim_; ++e) {
+            v[static_cast<std::size_t>((h * n + t) * value_dim_ + e)] =
+                d.v[static_cast<std::size_t>(layer)][static_cast<std::size_t>(h * value_dim_ + e)];
           }
         }
       }
-      // f32 input whatever the storage dtype: Update converts (exactly: already rounded).
-      const BatchHistory history = cache_.Update(layer, Tensor::FromVector(k, {1, kHeads, n, kDim}),
-                                                 Tensor::FromVector(v, {1, kHeads, n, kValueDim}));
+      // f32 input whatever the storage dtype: Update rounds or quantizes as the model did.
+      const BatchHistory history = cache_.Update(layer, Tensor::FromVector(k, {1, kHeads, n, dim_}),
+                                                 Tensor::FromVector(v, {1, kHeads, n, value_dim_}));
       if (layer == 0) {
         shared_prefixes_ +=
             static_cast<int>(detail::BatchAccess::Current(history, "workload")->prefixes.size());
       }
-      std::vector<float> q(static_cast<std::size_t>(kQHeads * n * kDim));
+      std::vector<float> q(static_cast<std::size_t>(kQHeads * n * dim_));
       for (float& x : q) x = Normal();
       const Tensor out =
-          Attention(Tensor::FromVector(q, {1, kQHeads, n, kDim}), history, kScale, ctx_);
+          Attention(Tensor::FromVector(q, {1, kQHeads, n, dim_}), history, kScale, ctx_);
       CheckRows(layer, tokens, non_causal, q, out.ToVector());
     }
   }
@@ -396,24 +412,24 @@ class Workload {
         std::vector<double> logits;
         for (const TokenData* t : visible) {
           double dot = 0.0;
-          for (std::int64_t e = 0; e < kDim; ++e) {
-            dot += double{q[static_cast<std::size_t>((h * n + r) * kDim + e)]} *
+          for (std::int64_t e = 0; e < dim_; ++e) {
+            dot += double{q[static_cast<std::size_t>((h * n + r) * dim_ + e)]} *
                    double{t->k[static_cast<std::size_t>(layer)]
-                              [static_cast<std::size_t>(kvh * kDim + e)]};
+                              [static_cast<std::size_t>(kvh * dim_ + e)]};
           }
           logits.push_back(dot * double{kScale});
         }
         const double top = logits.empty() ? 0.0 : *std::max_element(logits.begin(), logits.end());
         double sum = 0.0;
         for (double& l : logits) sum += (l = std::exp(l - top));
-        for (std::int64_t e = 0; e < kValueDim; ++e) {
+        for (std::int64_t e = 0; e < value_dim_; ++e) {
           double want = 0.0;
           for (std::size_t i = 0; i < visible.size(); ++i) {
             want += logits[i] / sum *
                     double{visible[i]->v[static_cast<std::size_t>(layer)]
-                                        [static_cast<std::size_t>(kvh * kValueDim + e)]};
+                                        [static_cast<std::size_t>(kvh * value_dim_ + e)]};
           }
-          const double got = out[static_cast<std::size_t>((h * n + r) * kValueDim + e)];
+          const double got = out[static_cast<std::size_t>((h * n + r) * value_dim_ + e)];
           max_error_ = std::max(max_error_, std::abs(got - want));
           ASSERT_NEAR(got, want, config_.tolerance)
               << "row " << r << " (sequence " << s << ", position " << pos << ") head " << h
@@ -426,6 +442,8 @@ class Workload {
 
   static constexpr float kScale = 0.35f;
   Config config_;
+  std::int64_t dim_ = config_.dim;
+  std::int64_t value_dim_ = config_.value_dim;
   std::mt19937 rng_;
   CausalCache cache_;
   Context ctx_{1};
@@ -453,7 +471,37 @@ INSTANTIATE_TEST_SUITE_P(Configs, CausalWorkloadTest,
                                            Config{"f16_window", DType::kF16, 8, 6, 0, 0},
                                            Config{"bf16_window_memory", DType::kBF16, 4, 5, 12, 0},
                                            Config{"f32_chunk", DType::kF32, 16, 0, 0, 7},
-                                           Config{"f16_window_chunk", DType::kF16, 4, 9, 0, 4}),
+                                           Config{"f16_window_chunk", DType::kF16, 4, 9, 0, 4},
+                                           Config{.name = "int8_full",
+                                                  .dtype = DType::kI8,
+                                                  .block_tokens = 4,
+                                                  .window = 0,
+                                                  .memory = 0,
+                                                  .chunk = 0,
+                                                  .tolerance = 5e-6,
+                                                  .value_dtype = DType::kI8,
+                                                  .dim = 32,
+                                                  .value_dim = 32},
+                                           Config{.name = "int4h_k_int8_v_window",
+                                                  .dtype = DType::kI4H,
+                                                  .block_tokens = 8,
+                                                  .window = 6,
+                                                  .memory = 0,
+                                                  .chunk = 0,
+                                                  .tolerance = 5e-6,
+                                                  .value_dtype = DType::kI8,
+                                                  .dim = 64,
+                                                  .value_dim = 24},
+                                           Config{.name = "int8_k_int4_v_chunk",
+                                                  .dtype = DType::kI8,
+                                                  .block_tokens = 16,
+                                                  .window = 0,
+                                                  .memory = 0,
+                                                  .chunk = 7,
+                                                  .tolerance = 2e-6,
+                                                  .value_dtype = DType::kI4,
+                                                  .dim = 16,
+                                                  .value_dim = 32}),
                          [](const ::testing::TestParamInfo<Config>& param) {
                            return std::string(param.param.name);
                          });

@@ -18,11 +18,11 @@ const CausalSequenceSnapshot& Concrete(const SequenceSnapshot& snapshot) {
 }
 
 template <class View>
-Tensor Gather(const SequenceSnapshot& snapshot, int layer, std::int64_t dim, View view) {
+Tensor Gather(const SequenceSnapshot& snapshot, int layer, std::int64_t columns, View view) {
   const CausalSequenceSnapshot& s = Concrete(snapshot);
   const PoolLayout& layout = s.Pool().Layout();
   Expects(layer >= 0 && layer < layout.layers);
-  Tensor out = Tensor::Uninitialized(layout.dtype, {1, layout.heads, s.Tokens(), dim});
+  Tensor out = Tensor::Uninitialized(layout.Element(), {1, layout.heads, s.Tokens(), columns});
   std::int64_t at = 0;
   for (const Extent& e : s.Extents()) {
     SliceUpdate(out, view(s.Pool(), e), 2, at);
@@ -44,15 +44,15 @@ void ForEachSequenceBlock(const SequenceSnapshot& snapshot,
 }
 
 Tensor SequenceKeys(const SequenceSnapshot& snapshot, int layer) {
-  const std::int64_t dim = Concrete(snapshot).Pool().Layout().key_dim;
-  return Gather(snapshot, layer, dim, [layer](const BlockPool& pool, const Extent& e) {
+  const std::int64_t columns = Concrete(snapshot).Pool().Layout().KeyColumns();
+  return Gather(snapshot, layer, columns, [layer](const BlockPool& pool, const Extent& e) {
     return pool.Keys(e.block, layer, e.row, e.count);
   });
 }
 
 Tensor SequenceValues(const SequenceSnapshot& snapshot, int layer) {
-  const std::int64_t dim = Concrete(snapshot).Pool().Layout().value_dim;
-  return Gather(snapshot, layer, dim, [layer](const BlockPool& pool, const Extent& e) {
+  const std::int64_t columns = Concrete(snapshot).Pool().Layout().ValueColumns();
+  return Gather(snapshot, layer, columns, [layer](const BlockPool& pool, const Extent& e) {
     return pool.Values(e.block, layer, e.row, e.count);
   });
 }

@@ -17,8 +17,9 @@ namespace ringkv::detail {
 void ForEachSequenceBlock(const SequenceSnapshot& snapshot,
                           const std::function<void(const void*, std::size_t)>& fn);
 
-// Contiguous copies of layer `layer`'s K/V, [1, Hkv, Tokens(), D] and
-// [1, Hkv, Tokens(), Dv] in the pool's dtype, token i at Positions()[i].
+// Contiguous copies of layer `layer`'s stored K/V rows, token i at
+// Positions()[i]: [1, Hkv, Tokens(), D] and [1, Hkv, Tokens(), Dv] of a float
+// pool's dtype, or a quantized pool's carrier rows (stored_rows.h).
 Tensor SequenceKeys(const SequenceSnapshot& snapshot, int layer);
 Tensor SequenceValues(const SequenceSnapshot& snapshot, int layer);
 

@@ -88,9 +88,9 @@ void CheckOutAgainstRuns(const Tensor& out, const detail::BatchPlan& plan,
   const std::ptrdiff_t v_offset = detail::BatchAccess::ValueOffset(history);
   for (const kernels::RaggedRun& run : plan.runs) {
     if (run.count < 1) continue;
-    if (Overlap(out_range, RunRange(run.k, k_offset, plan.dtype, plan.heads, run.count,
+    if (Overlap(out_range, RunRange(run.k, k_offset, plan.key_dtype, plan.heads, run.count,
                                     plan.key_dim, run.k_head_stride, run.k_row_stride)) ||
-        Overlap(out_range, RunRange(run.v, v_offset, plan.dtype, plan.heads, run.count,
+        Overlap(out_range, RunRange(run.v, v_offset, plan.value_dtype, plan.heads, run.count,
                                     plan.value_dim, run.v_head_stride, run.v_row_stride))) {
       throw ShapeError(
           fmt::format("[{}] out (shape {}) overlaps the cached keys or values in memory",
@@ -204,8 +204,8 @@ void Attention(const Tensor& q, const BatchHistory& history, float scale, Contex
   kernels::Executor& executor = detail::ContextAccess::Executor(ctx);
   kernels::RaggedSdpaParams params;
   params.q = ToArrayRef(q);
-  params.k_dtype = plan.dtype;
-  params.v_dtype = plan.dtype;
+  params.k_dtype = plan.key_dtype;
+  params.v_dtype = plan.value_dtype;
   params.kv_heads = plan.heads;
   params.value_dim = plan.value_dim;
   params.k_byte_offset = detail::BatchAccess::KeyOffset(history);

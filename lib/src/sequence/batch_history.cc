@@ -10,6 +10,7 @@
 #include <span>
 
 #include "../cache/block_store.h"
+#include "cache/stored_rows.h"
 #include "batch_plan.h"
 #include "ringkv/error.h"
 #include "strided_copy.h"
@@ -61,12 +62,17 @@ Tensor Visible(const BatchHistory& history, std::int64_t row, Side side, const c
   }
   const std::int64_t heads = plan->heads;
   const std::int64_t dim = side == Side::kKeys ? plan->key_dim : plan->value_dim;
+  const DType dtype = side == Side::kKeys ? plan->key_dtype : plan->value_dtype;
+  // Quantized rows are gathered as their carrier columns (bits), then dequantised.
+  const DType element = detail::CarrierDtype(dtype);
+  const std::int64_t columns = detail::CarrierColumns(dtype, dim);
+  const auto units_per_element = static_cast<std::int64_t>(SizeOf(element) / SizeOf(dtype));
   const kernels::RaggedGroup* group = GroupOf(*plan, row);
   const std::size_t r = gsl::narrow<std::size_t>(row);
   const std::int64_t lo = group == nullptr ? 0 : plan->row_lo[r];
   const std::int64_t hi = group == nullptr ? 0 : std::max(lo, plan->row_hi[r]);
-  Tensor out = Tensor::Zeros(plan->dtype, {1, heads, hi - lo, dim});
-  if (hi == lo) return out;
+  Tensor out = Tensor::Zeros(element, {1, heads, hi - lo, columns});
+  if (hi == lo) return IsQuantized(dtype) ? Tensor::Zeros(DType::kF32, {1, heads, 0, dim}) : out;
 
   // The group's list: its prefix's runs, then its own.
   std::array<std::span<const kernels::RaggedRun>, 2> lists{};
@@ -87,12 +93,13 @@ Tensor Visible(const BatchHistory& history, std::int64_t row, Side side, const c
       if (begin < end) {
         const void* base = side == Side::kKeys ? run.k : run.v;
         const std::array<std::int64_t, 4> strides{
-            0, side == Side::kKeys ? run.k_head_stride : run.v_head_stride,
-            side == Side::kKeys ? run.k_row_stride : run.v_row_stride, 1};
+            0,
+            (side == Side::kKeys ? run.k_head_stride : run.v_head_stride) / units_per_element,
+            (side == Side::kKeys ? run.k_row_stride : run.v_row_stride) / units_per_element, 1};
         const Tensor source =
             Tensor::Borrow(
                 static_cast<const void*>(static_cast<const std::byte*>(base) + byte_offset),
-                plan->dtype, {1, heads, run.count, dim}, strides)
+                element, {1, heads, run.count, columns}, strides)
                 .Slice(2, begin - first, end - first);
         Tensor dst = out.Slice(2, begin - lo, end - lo);
         detail::CopyElements(source, dst);
@@ -100,7 +107,8 @@ Tensor Visible(const BatchHistory& history, std::int64_t row, Side side, const c
       first += run.count;
     }
   }
-  return out;
+  if (!IsQuantized(dtype)) return out;
+  return detail::LoadRows(out, dtype, dim, kernels::BestKernels());
 }
 
 }  // namespace
@@ -112,7 +120,17 @@ std::int64_t BatchHistory::Rows() const {
 
 DType BatchHistory::Dtype() const {
   const BatchPlan* plan = BatchAccess::Current(*this, "BatchHistory::Dtype");
-  return plan == nullptr ? DType::kF32 : plan->dtype;
+  return plan == nullptr ? DType::kF32 : plan->key_dtype;
+}
+
+DType BatchHistory::KeyDtype() const {
+  const BatchPlan* plan = BatchAccess::Current(*this, "BatchHistory::KeyDtype");
+  return plan == nullptr ? DType::kF32 : plan->key_dtype;
+}
+
+DType BatchHistory::ValueDtype() const {
+  const BatchPlan* plan = BatchAccess::Current(*this, "BatchHistory::ValueDtype");
+  return plan == nullptr ? DType::kF32 : plan->value_dtype;
 }
 
 std::int64_t BatchHistory::Heads() const {

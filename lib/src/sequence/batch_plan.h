@@ -20,7 +20,10 @@ namespace ringkv::detail {
 struct ViewEpoch;  // block_store.h: a generation counter that outlives its owner
 
 struct BatchPlan {
-  DType dtype = DType::kF32;
+  // The stored dtypes: one float dtype for both, or both quantized (the runs'
+  // strides then count bytes).
+  DType key_dtype = DType::kF32;
+  DType value_dtype = DType::kF32;
   std::int64_t rows = 0;  // N
   std::int64_t heads = 0;
   std::int64_t key_dim = 0;

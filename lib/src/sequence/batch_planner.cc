@@ -5,23 +5,24 @@
 #include <limits>
 #include <tuple>
 
+#include "cache/stored_rows.h"
+
 namespace ringkv::detail {
 namespace {
 
 kernels::RaggedRun RunOf(const BlockPool& pool, BlockId block, std::int64_t row,
                          std::int64_t count) {
   const PoolLayout& layout = pool.Layout();
-  const std::size_t e = SizeOf(layout.dtype);
   const std::byte* data = pool.Data(block);
   const auto r = static_cast<std::size_t>(row);
   kernels::RaggedRun run;
-  run.k = data + r * static_cast<std::size_t>(layout.key_dim) * e;
-  run.v = data + layout.KeyBytes() + r * static_cast<std::size_t>(layout.value_dim) * e;
+  run.k = data + r * StoredRowBytes(layout.key_dtype, layout.key_dim);
+  run.v = data + layout.KeyBytes() + r * StoredRowBytes(layout.value_dtype, layout.value_dim);
   run.count = count;
-  run.k_head_stride = layout.block_tokens * layout.key_dim;
-  run.k_row_stride = layout.key_dim;
-  run.v_head_stride = layout.block_tokens * layout.value_dim;
-  run.v_row_stride = layout.value_dim;
+  run.k_head_stride = layout.block_tokens * layout.KeyRowStride();
+  run.k_row_stride = layout.KeyRowStride();
+  run.v_head_stride = layout.block_tokens * layout.ValueRowStride();
+  run.v_row_stride = layout.ValueRowStride();
   return run;
 }
 
@@ -118,7 +119,8 @@ void BatchPlanner::Build(const BlockPool& pool, std::span<const PlanSequence> se
                          RowEnds& ends) {
   const PoolLayout& layout = pool.Layout();
   const auto n = static_cast<std::int64_t>(positions.size());
-  plan.dtype = layout.dtype;
+  plan.key_dtype = layout.key_dtype;
+  plan.value_dtype = layout.value_dtype;
   plan.rows = n;
   plan.heads = layout.heads;
   plan.key_dim = layout.key_dim;

@@ -4,18 +4,39 @@
 #include <cstring>
 #include <gsl/assert>
 
+#include "cache/stored_rows.h"
+
 namespace ringkv::detail {
 
 std::size_t PoolLayout::KeyBytes() const noexcept {
-  return static_cast<std::size_t>(heads * block_tokens * key_dim) * SizeOf(dtype);
+  return static_cast<std::size_t>(heads * block_tokens) * StoredRowBytes(key_dtype, key_dim);
 }
 
 std::size_t PoolLayout::ValueBytes() const noexcept {
-  return static_cast<std::size_t>(heads * block_tokens * value_dim) * SizeOf(dtype);
+  return static_cast<std::size_t>(heads * block_tokens) * StoredRowBytes(value_dtype, value_dim);
 }
 
 std::size_t PoolLayout::TokenBytes() const noexcept {
-  return static_cast<std::size_t>(heads * (key_dim + value_dim) * layers) * SizeOf(dtype);
+  return static_cast<std::size_t>(heads * layers) *
+         (StoredRowBytes(key_dtype, key_dim) + StoredRowBytes(value_dtype, value_dim));
+}
+
+DType PoolLayout::Element() const noexcept { return CarrierDtype(key_dtype); }
+
+std::int64_t PoolLayout::KeyColumns() const noexcept {
+  return CarrierColumns(key_dtype, key_dim);
+}
+
+std::int64_t PoolLayout::ValueColumns() const noexcept {
+  return CarrierColumns(value_dtype, value_dim);
+}
+
+std::int64_t PoolLayout::KeyRowStride() const noexcept {
+  return static_cast<std::int64_t>(StoredRowBytes(key_dtype, key_dim) / SizeOf(key_dtype));
+}
+
+std::int64_t PoolLayout::ValueRowStride() const noexcept {
+  return static_cast<std::int64_t>(StoredRowBytes(value_dtype, value_dim) / SizeOf(value_dtype));
 }
 
 BlockPool::BlockPool(const PoolLayout& layout, std::int64_t capacity_blocks)
@@ -43,8 +64,9 @@ void BlockPool::AllocateLocked(BlockId block) {
   Tensor& memory = memory_[static_cast<std::size_t>(block)];
   if (!memory.Empty()) return;
   // Every row is written before any owner reads it: no need to zero.
-  const auto elements = static_cast<std::int64_t>(layout_.BlockBytes() / SizeOf(layout_.dtype));
-  memory = Tensor::Uninitialized(layout_.dtype, {elements});
+  const auto elements =
+      static_cast<std::int64_t>(layout_.BlockBytes() / SizeOf(layout_.Element()));
+  memory = Tensor::Uninitialized(layout_.Element(), {elements});
 }
 
 BlockId BlockPool::Take() {
@@ -104,23 +126,23 @@ const std::byte* BlockPool::Data(BlockId block) const noexcept {
 
 Tensor BlockPool::Keys(BlockId block, int layer, std::int64_t row, std::int64_t count) const {
   const Tensor& memory = memory_[static_cast<std::size_t>(block)];
-  const auto e = static_cast<std::int64_t>(SizeOf(layout_.dtype));
+  const auto e = static_cast<std::int64_t>(SizeOf(layout_.Element()));
   const std::int64_t begin = layer * static_cast<std::int64_t>(layout_.LayerBytes()) / e;
   const std::int64_t size = static_cast<std::int64_t>(layout_.KeyBytes()) / e;
   return memory.Slice(0, begin, begin + size)
-      .Reshape({1, layout_.heads, layout_.block_tokens, layout_.key_dim})
+      .Reshape({1, layout_.heads, layout_.block_tokens, layout_.KeyColumns()})
       .Slice(2, row, row + count);
 }
 
 Tensor BlockPool::Values(BlockId block, int layer, std::int64_t row, std::int64_t count) const {
   const Tensor& memory = memory_[static_cast<std::size_t>(block)];
-  const auto e = static_cast<std::int64_t>(SizeOf(layout_.dtype));
+  const auto e = static_cast<std::int64_t>(SizeOf(layout_.Element()));
   const std::int64_t begin = (layer * static_cast<std::int64_t>(layout_.LayerBytes()) +
                               static_cast<std::int64_t>(layout_.KeyBytes())) /
                              e;
   const std::int64_t size = static_cast<std::int64_t>(layout_.ValueBytes()) / e;
   return memory.Slice(0, begin, begin + size)
-      .Reshape({1, layout_.heads, layout_.block_tokens, layout_.value_dim})
+      .Reshape({1, layout_.heads, layout_.block_tokens, layout_.ValueColumns()})
       .Slice(2, row, row + count);
 }
 
@@ -132,24 +154,23 @@ void BlockPool::CopyBlock(BlockId src, BlockId dst) noexcept {
 void BlockPool::CopyRows(const BlockPool& src_pool, BlockId src, std::int64_t src_row, BlockId dst,
                          std::int64_t dst_row, std::int64_t count) noexcept {
   Expects(src_pool.layout_ == layout_);
-  const std::size_t e = SizeOf(layout_.dtype);
   const auto rows = static_cast<std::size_t>(layout_.block_tokens);
+  const std::size_t k_row = StoredRowBytes(layout_.key_dtype, layout_.key_dim);
+  const std::size_t v_row = StoredRowBytes(layout_.value_dtype, layout_.value_dim);
   const std::byte* from = src_pool.Data(src);
   std::byte* to = Data(dst);
   for (int layer = 0; layer < layout_.layers; ++layer) {
     const std::size_t base = static_cast<std::size_t>(layer) * layout_.LayerBytes();
     for (std::int64_t h = 0; h < layout_.heads; ++h) {
       const auto head = static_cast<std::size_t>(h);
-      const auto d = static_cast<std::size_t>(layout_.key_dim);
-      const auto dv = static_cast<std::size_t>(layout_.value_dim);
-      const std::size_t k = base + head * rows * d * e;
-      const std::size_t v = base + layout_.KeyBytes() + head * rows * dv * e;
-      std::memcpy(to + k + static_cast<std::size_t>(dst_row) * d * e,
-                  from + k + static_cast<std::size_t>(src_row) * d * e,
-                  static_cast<std::size_t>(count) * d * e);
-      std::memcpy(to + v + static_cast<std::size_t>(dst_row) * dv * e,
-                  from + v + static_cast<std::size_t>(src_row) * dv * e,
-                  static_cast<std::size_t>(count) * dv * e);
+      const std::size_t k = base + head * rows * k_row;
+      const std::size_t v = base + layout_.KeyBytes() + head * rows * v_row;
+      std::memcpy(to + k + static_cast<std::size_t>(dst_row) * k_row,
+                  from + k + static_cast<std::size_t>(src_row) * k_row,
+                  static_cast<std::size_t>(count) * k_row);
+      std::memcpy(to + v + static_cast<std::size_t>(dst_row) * v_row,
+                  from + v + static_cast<std::size_t>(src_row) * v_row,
+                  static_cast<std::size_t>(count) * v_row);
     }
   }
   RaiseHighWater(dst, static_cast<std::int32_t>(dst_row + count));

@@ -3,11 +3,14 @@
 // block_tokens token rows of every layer's keys and values, reference counted
 // by their owners (sequences, sequence snapshots, saved states).
 //
-// Block layout, in bytes from the block's start (T = block_tokens, e = SizeOf(dtype)):
-//   layer l keys    at l * LayerBytes()               [Hkv, T, D]
-//   layer l values  at l * LayerBytes() + KeyBytes()  [Hkv, T, Dv]
+// Block layout, in bytes from the block's start (T = block_tokens):
+//   layer l keys    at l * LayerBytes()               [Hkv, T, key row]
+//   layer l values  at l * LayerBytes() + KeyBytes()  [Hkv, T, value row]
 // so a list of (block, row) runs built once per forward pass addresses every
-// layer by adding l * LayerBytes() (BatchHistory's byte offsets).
+// layer by adding l * LayerBytes() (BatchHistory's byte offsets). A row is D (or
+// Dv) elements of a float dtype, or a quantized dtype's stored row with its
+// scales, padded to 4 bytes (stored_rows.h: the block is then f32 "carrier"
+// memory that is only ever copied as bits).
 //
 // Each block keeps a high-water row: rows at or above it were never handed to
 // any owner, so the owner whose rows end there may append in place even while
@@ -31,7 +34,9 @@ using BlockId = std::int32_t;
 inline constexpr BlockId kNoBlock = -1;
 
 struct PoolLayout {
-  DType dtype = DType::kF16;
+  // Both the same float dtype, or both quantized (possibly different).
+  DType key_dtype = DType::kF16;
+  DType value_dtype = DType::kF16;
   int layers = 1;
   std::int64_t heads = 0;      // Hkv
   std::int64_t key_dim = 0;    // D
@@ -46,6 +51,16 @@ struct PoolLayout {
     return LayerBytes() * static_cast<std::size_t>(layers);
   }
   std::size_t TokenBytes() const noexcept;  // one token, every layer, K and V
+
+  // The element dtype of the block's memory and of Keys() / Values().
+  DType Element() const noexcept;
+  // Last-axis sizes of Keys() / Values(): D and Dv, or the carrier columns of a stored row.
+  std::int64_t KeyColumns() const noexcept;
+  std::int64_t ValueColumns() const noexcept;
+  // Distance between consecutive rows in the kernels' units (sdpa.h): elements
+  // of a float dtype, bytes of a quantized one.
+  std::int64_t KeyRowStride() const noexcept;
+  std::int64_t ValueRowStride() const noexcept;
 };
 
 class BlockPool {
@@ -79,8 +94,8 @@ class BlockPool {
 
   std::byte* Data(BlockId block) noexcept;
   const std::byte* Data(BlockId block) const noexcept;
-  // Views of one layer's rows [row, row + count): keys [1, Hkv, count, D], values [1, Hkv, count,
-  // Dv].
+  // Views of one layer's rows [row, row + count): keys [1, Hkv, count, KeyColumns()], values
+  // [1, Hkv, count, ValueColumns()], of dtype Element().
   Tensor Keys(BlockId block, int layer, std::int64_t row, std::int64_t count) const;
   Tensor Values(BlockId block, int layer, std::int64_t row, std::int64_t count) const;
 
@@ -95,7 +110,7 @@ class BlockPool {
   void AllocateLocked(BlockId block);
 
   PoolLayout layout_;
-  std::vector<Tensor> memory_;      // per block: [BlockBytes() / e] flat, empty until first used
+  std::vector<Tensor> memory_;      // per block: Element() [BlockBytes() / e] flat, empty until first used
   std::vector<std::int32_t> refs_;  // per block
   std::vector<std::int32_t> high_water_;  // per block, in [0, T]
   std::vector<BlockId> free_;             // capacity reserved up front: releasing never allocates

@@ -6,6 +6,7 @@
 #include <gsl/assert>
 
 #include "cache/kv_input.h"
+#include "cache/stored_rows.h"
 #include "causal_cache_impl.h"
 #include "ringkv/error.h"
 #include "sliding_window.h"
@@ -59,18 +60,23 @@ BatchHistory CausalCache::Update(int layer, const Tensor& keys, const Tensor& va
   impl.CheckPass(kFunction);
   impl.CheckLayer(kFunction, layer);
   const detail::PoolLayout& layout = impl.Layout();
-  const detail::KvLayout established{layout.dtype, layout.dtype, layout.heads, layout.key_dim,
-                                     layout.value_dim};
-  detail::CheckKvInput(kFunction, keys, values, &established, KvStorage::Same(layout.dtype));
+  const detail::KvLayout established{layout.key_dtype, layout.value_dtype, layout.heads,
+                                     layout.key_dim, layout.value_dim};
+  detail::CheckKvInput(kFunction, keys, values, &established,
+                       KvStorage{layout.key_dtype, layout.value_dtype});
   if (keys.Dim(2) != impl.pass_rows) {
     throw ShapeError(fmt::format("[{}] keys dim 2 (tokens) is {}, but the forward pass has {}",
                                  kFunction, keys.Dim(2), impl.pass_rows));
   }
+  // One pass per run: converts, or quantizes, as it copies into the blocks.
+  const kernels::KernelTable& table = kernels::BestKernels();
   for (const detail::WriteRun& w : impl.writes) {
     Tensor k = impl.pool->Keys(w.block, layer, w.block_row, w.count);
     Tensor v = impl.pool->Values(w.block, layer, w.block_row, w.count);
-    detail::CopyElementsSafely(keys.Slice(2, w.first_row, w.first_row + w.count), k);
-    detail::CopyElementsSafely(values.Slice(2, w.first_row, w.first_row + w.count), v);
+    detail::StoreRows(keys.Slice(2, w.first_row, w.first_row + w.count), layout.key_dtype,
+                      layout.key_dim, k, table);
+    detail::StoreRows(values.Slice(2, w.first_row, w.first_row + w.count), layout.value_dtype,
+                      layout.value_dim, v, table);
   }
   return impl.History(layer);
 }
@@ -197,11 +203,12 @@ void CausalCache::RestoreSequence(SequenceId dst, const SequenceSnapshot& snapsh
   const detail::PoolLayout& theirs = snap->Pool().Layout();
   if (!(mine == theirs)) {
     throw SnapshotError(fmt::format(
-        "[{}] the snapshot holds {} layers x {} heads x head dims {}/{} {} in blocks of {} "
-        "tokens, the cache {} x {} x {}/{} {} in blocks of {}",
+        "[{}] the snapshot holds {} layers x {} heads x head dims {}/{} {}/{} in blocks of {} "
+        "tokens, the cache {} x {} x {}/{} {}/{} in blocks of {}",
         kFunction, theirs.layers, theirs.heads, theirs.key_dim, theirs.value_dim,
-        DTypeName(theirs.dtype), theirs.block_tokens, mine.layers, mine.heads, mine.key_dim,
-        mine.value_dim, DTypeName(mine.dtype), mine.block_tokens));
+        DTypeName(theirs.key_dtype), DTypeName(theirs.value_dtype), theirs.block_tokens,
+        mine.layers, mine.heads, mine.key_dim, mine.value_dim, DTypeName(mine.key_dtype),
+        DTypeName(mine.value_dtype), mine.block_tokens));
   }
   SequenceSlot& to = impl.SlotFor(kFunction, dst);
   if (snap->SharedPool() == impl.pool) {

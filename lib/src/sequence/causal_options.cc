@@ -3,8 +3,10 @@
 #include <fmt/format.h>
 
 #include <limits>
+#include <utility>
 
-#include "dtype_check.h"
+#include "cache/stored_rows.h"
+#include "ringkv/format.h"
 #include "ringkv/error.h"
 
 namespace ringkv::detail {
@@ -31,6 +33,36 @@ std::int64_t Times(std::int64_t a, std::int64_t b, const char* what) {
   return product;
 }
 
+// dtype and value_dtype: storage dtypes that the kernels can read together, and
+// an int4 side whose head dim holds whole groups.
+void CheckStorage(const CausalCacheOptions& options) {
+  const DType k = options.dtype;
+  const DType v = options.value_dtype.value_or(k);
+  for (const auto& [field, dtype] : {std::pair{"dtype", k}, std::pair{"value_dtype", v}}) {
+    if (!IsStorageDType(dtype)) {
+      throw Error(fmt::format("[{}] options.{} is {}, not one of f32, f16, bf16, int8, int4, int4h",
+                              kFunction, field, static_cast<int>(dtype)));
+    }
+  }
+  if (IsQuantized(k) != IsQuantized(v) || (!IsQuantized(k) && k != v)) {
+    throw Error(fmt::format(
+        "[{}] options.dtype is {} and options.value_dtype {}: keys and values are either one float "
+        "dtype or both quantized",
+        kFunction, k, v));
+  }
+  const auto whole_groups = [](const char* field, DType dtype, const char* dim_field,
+                               std::int64_t dim) {
+    if (IsInt4(dtype) && dim % kI4Group != 0) {
+      throw Error(fmt::format("[{}] options.{} is {}, which needs options.{} to be a multiple of {}, "
+                              "but it is {}",
+                              kFunction, field, dtype, dim_field, kI4Group, dim));
+    }
+  };
+  whole_groups("dtype", k, "key_dim", options.key_dim);
+  whole_groups(options.value_dtype.has_value() ? "value_dtype" : "dtype", v, "value_dim",
+               options.value_dim);
+}
+
 }  // namespace
 
 ResolvedCausalOptions ResolveCausalOptions(CausalCacheOptions options) {
@@ -38,14 +70,7 @@ ResolvedCausalOptions ResolveCausalOptions(CausalCacheOptions options) {
   RequirePositive("kv_heads", options.kv_heads);
   RequirePositive("key_dim", options.key_dim);
   RequirePositive("value_dim", options.value_dim);
-  if (IsQuantized(options.dtype)) {
-    // The pool's batched attention reads float blocks only (docs/caches.md).
-    throw Error(
-        fmt::format("[{}] options.dtype is {}: quantized K/V storage is supported by KVCache and "
-                    "RotatingKVCache, not by CausalCache (use f32, f16 or bf16)",
-                    kFunction, DTypeName(options.dtype)));
-  }
-  CheckDType(kFunction, options.dtype);
+  CheckStorage(options);
   RequirePositive("block_tokens", options.block_tokens);
   if (options.block_tokens > std::numeric_limits<std::int32_t>::max()) {
     throw Error(fmt::format("[{}] options.block_tokens is {}, at most {}", kFunction,
@@ -80,12 +105,17 @@ ResolvedCausalOptions ResolveCausalOptions(CausalCacheOptions options) {
   }
 
   ResolvedCausalOptions resolved;
-  resolved.layout = PoolLayout{options.dtype,   options.layers,    options.kv_heads,
-                               options.key_dim, options.value_dim, options.block_tokens};
-  const std::int64_t per_token = Times(
-      Times(options.kv_heads, options.key_dim + options.value_dim, "bytes per token"),
-      Times(options.layers, static_cast<std::int64_t>(SizeOf(options.dtype)), "bytes per token"),
-      "bytes per token");
+  const DType value_dtype = options.value_dtype.value_or(options.dtype);
+  resolved.layout = PoolLayout{options.dtype,   value_dtype,       options.layers,
+                               options.kv_heads, options.key_dim, options.value_dim,
+                               options.block_tokens};
+  // Stored rows include their scales (stored_rows.h), so this is the pool's true price.
+  const std::int64_t row_bytes =
+      Times(options.kv_heads,
+            static_cast<std::int64_t>(StoredRowBytes(options.dtype, options.key_dim)) +
+                static_cast<std::int64_t>(StoredRowBytes(value_dtype, options.value_dim)),
+            "bytes per token");
+  const std::int64_t per_token = Times(row_bytes, options.layers, "bytes per token");
   const std::int64_t block_bytes = Times(per_token, options.block_tokens, "bytes per block");
   const std::int64_t blocks =
       options.capacity_tokens > 0

@@ -99,7 +99,8 @@ BatchHistory EncoderCache::Impl::Get(int layer) const {
   const auto rows = gsl::narrow<std::int64_t>(pass.sequences.size());
   if (rows == 0) return BatchHistory();
   auto plan = std::make_shared<detail::BatchPlan>();
-  plan->dtype = dtype;
+  plan->key_dtype = dtype;
+  plan->value_dtype = dtype;
   plan->rows = rows;
   if (const std::optional<detail::KvLayout> layout = LayerLayout(layer, nullptr)) {
     plan->heads = layout->heads;

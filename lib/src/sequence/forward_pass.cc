@@ -44,7 +44,8 @@ void CausalCache::Impl::StartReserve(const Batch& batch) {
   ends.causal.assign(static_cast<std::size_t>(n), 0);
   ends.all.assign(static_cast<std::size_t>(n), 0);
   // No metadata changes: the pass sees nothing and stores nothing.
-  p->dtype = Layout().dtype;
+  p->key_dtype = Layout().key_dtype;
+  p->value_dtype = Layout().value_dtype;
   p->rows = n;
   p->heads = Layout().heads;
   p->key_dim = Layout().key_dim;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <gsl/assert>
 
+#include "cache/stored_rows.h"
 #include "causal_cache_impl.h"
 #include "ringkv/error.h"
 #include "strided_copy.h"
@@ -49,32 +50,44 @@ void CausalCache::Impl::RemoveAndShift(const char* function, SequenceSlot& slot,
         function, shared.size(), pool->Free(), pool->Capacity()));
   }
 
-  // The moved keys of every layer, for the shift function to re-rotate.
+  // The moved keys of every layer, for the shift function to re-rotate: in the
+  // storage dtype, or dequantised to f32 (quantized keys are requantized after).
   const detail::PoolLayout& layout = Layout();
-  Tensor all_keys =
-      Tensor::Uninitialized(layout.dtype, {layout.layers, layout.heads, moved, layout.key_dim});
+  const bool quantized = IsQuantized(layout.key_dtype);
+  const DType shift_dtype = quantized ? DType::kF32 : layout.key_dtype;
+  const kernels::KernelTable& kernels = kernels::BestKernels();
   std::vector<Position> new_positions;
   new_positions.reserve(static_cast<std::size_t>(moved));
   detail::AppendPositions(moved_extents, new_positions);
   std::vector<Tensor> keys(static_cast<std::size_t>(layout.layers));
   for (int layer = 0; layer < layout.layers; ++layer) {
-    Tensor& k = keys[static_cast<std::size_t>(layer)] = all_keys.Slice(0, layer, layer + 1);
+    Tensor stored = Tensor::Uninitialized(layout.Element(),
+                                          {1, layout.heads, moved, layout.KeyColumns()});
     std::int64_t at = 0;
     for (const Extent& e : moved_extents) {
-      Tensor dst = k.Slice(2, at, at + e.count);
+      Tensor dst = stored.Slice(2, at, at + e.count);
       detail::CopyElements(pool->Keys(e.block, layer, e.row, e.count), dst);
       at += e.count;
     }
+    keys[static_cast<std::size_t>(layer)] =
+        quantized ? detail::LoadRows(stored, layout.key_dtype, layout.key_dim, kernels) : stored;
   }
   for (int layer = 0; layer < layout.layers; ++layer) {
     Tensor& k = keys[static_cast<std::size_t>(layer)];
     options.shift(ShiftRequest{layer, k, new_positions, delta_pos});
-    if (k.Dtype() != layout.dtype ||
+    if (k.Dtype() != shift_dtype ||
         !(k.GetShape() == Shape{1, layout.heads, moved, layout.key_dim})) {
       throw Error(fmt::format(
           "[{}] the shift function left layer {}'s keys as {} {}, expected {} [1, {}, {}, {}]",
-          function, layer, DTypeName(k.Dtype()), ToString(k.GetShape()), DTypeName(layout.dtype),
+          function, layer, DTypeName(k.Dtype()), ToString(k.GetShape()), DTypeName(shift_dtype),
           layout.heads, moved, layout.key_dim));
+    }
+    if (quantized) {
+      // Requantized before the commit, which then only copies bits.
+      Tensor stored = Tensor::Uninitialized(layout.Element(),
+                                            {1, layout.heads, moved, layout.KeyColumns()});
+      detail::StoreRows(k, layout.key_dtype, layout.key_dim, stored, kernels);
+      k = std::move(stored);
     }
   }
 
