@@ -38,6 +38,29 @@ TEST(CausalCacheTest, PrefillThenDecodeSeesItsOwnPast) {
   EXPECT_EQ(cache.UsedBlocks(), 3);  // 12 tokens in blocks of 4
 }
 
+TEST(CausalCacheTest, QuantizedPoolReadsBackDequantisedRows) {
+  CausalCacheOptions o = test::SmallOptions();
+  o.layers = 1;
+  o.kv_heads = 1;
+  o.dtype = DType::kI8;  // values int8 too
+  CausalCache cache(o);
+  // Rows whose int8 form is exact: max |x| = 127 s with s = 0.25, every x a multiple of s.
+  const std::vector<float> k{31.75f, -16.0f, 0.75f, 0.0f, -31.75f, 8.0f, 0.25f, 1.0f};
+  const std::vector<float> v{-0.5f, 63.5f, 2.0f, 1.0f, -127.0f, 3.0f};
+  const Tensor keys = Tensor::FromVector(k, {1, 1, 2, 4});
+  const Tensor values = Tensor::FromVector(v, {1, 1, 2, 3});
+  const std::vector<Position> positions{0, 1};
+  const std::vector<SequenceId> sequences{5, 5};
+  cache.StartForward({positions, sequences});
+  const BatchHistory history = cache.Update(0, keys, values);
+  EXPECT_EQ(history.KeyDtype(), DType::kI8);
+  EXPECT_EQ(history.ValueDtype(), DType::kI8);
+  EXPECT_EQ(history.VisibleKeys(1).Dtype(), DType::kF32);
+  EXPECT_EQ(history.VisibleKeys(1).ToVector(), keys.ToVector());
+  EXPECT_EQ(history.VisibleValues(1).ToVector(), values.ToVector());
+  EXPECT_EQ(history.VisibleKeys(0).ToVector(), keys.Slice(2, 0, 1).ToVector());
+}
+
 TEST(CausalCacheTest, MixedBatchKeepsSequencesApart) {
   CausalCache cache(test::SmallOptions());
   // Interleaved rows, positions out of order, a sequence with a gap.

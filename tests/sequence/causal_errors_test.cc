@@ -235,6 +235,16 @@ TEST_F(CausalErrorsTest, ForeignStatesAndSnapshots) {
                 {"[CausalCache::RestoreSequence]", "f16", "f32"});
   Unchanged();
 
+  o.dtype = DType::kI8;
+  o.key_dim = 32;
+  o.value_dim = 32;
+  CausalCache int8(o);
+  Forward(int8, Span(0, 0, 2));
+  const std::unique_ptr<SequenceSnapshot> quantized = int8.SnapshotSequence(0);
+  ExpectMessage(test::ErrorOf([&] { cache_.RestoreSequence(2, *quantized); }),
+                {"[CausalCache::RestoreSequence]", "32/32 int8/int8", "4/3 f32/f32"});
+  Unchanged();
+
   // A snapshot from another cache that does not fit: cache full, nothing changed.
   o = test::SmallOptions();
   o.capacity_tokens = 128;
@@ -275,6 +285,39 @@ TEST(CausalOptionsTest, InconsistentOptionsAreNamed) {
                 {"options.memory 4 is smaller than options.window 8"});
   ExpectMessage(error([](CausalCacheOptions& o) { o.chunk = -1; }), {"options.chunk is -1"});
   ExpectMessage(error([](CausalCacheOptions& o) { o.dtype = static_cast<DType>(42); }), {"dtype"});
+  ExpectMessage(error([](CausalCacheOptions& o) { o.value_dtype = static_cast<DType>(42); }),
+                {"options.value_dtype is 42, not one of f32, f16, bf16, int8, int4, int4h"});
+  ExpectMessage(error([](CausalCacheOptions& o) {
+                  o.dtype = DType::kI8;
+                  o.value_dtype = DType::kF16;
+                }),
+                {"options.dtype is int8 and options.value_dtype f16: keys and values are either "
+                 "one float dtype or both quantized"});
+  ExpectMessage(error([](CausalCacheOptions& o) { o.value_dtype = DType::kF16; }),
+                {"options.dtype is f32 and options.value_dtype f16"});
+  ExpectMessage(error([](CausalCacheOptions& o) { o.dtype = DType::kI4H; }),
+                {"options.dtype is int4h, which needs options.key_dim to be a multiple of 32, but "
+                 "it is 4"});
+  ExpectMessage(error([](CausalCacheOptions& o) {
+                  o.dtype = DType::kI8;
+                  o.value_dtype = DType::kI4;
+                }),
+                {"options.value_dtype is int4, which needs options.value_dim to be a multiple of "
+                 "32, but it is 3"});
+}
+
+TEST(CausalOptionsTest, QuantizedBlocksCountTheirScalesAndPadding) {
+  CausalCacheOptions o = test::SmallOptions();
+  o.key_dim = 30;  // int8: 30 bytes + a 4-byte scale, padded to 36
+  o.value_dim = 64;  // int4: 32 bytes + 2 scales = 40
+  o.dtype = DType::kI8;
+  o.value_dtype = DType::kI4;
+  o.capacity_tokens = 0;
+  // 2 layers x 2 heads x (36 + 40) bytes x 4 tokens = 1216 bytes per block.
+  o.capacity_bytes = 1216 * 3;
+  CausalCache cache(o);
+  EXPECT_EQ(cache.BytesPerBlock(), 1216u);
+  EXPECT_EQ(cache.CapacityBlocks(), 3);
 }
 
 TEST(CausalOptionsTest, CapacityInBytesRoundsDownToBlocks) {

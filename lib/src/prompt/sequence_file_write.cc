@@ -8,6 +8,7 @@
 #include "json_fields.h"
 #include "metadata_file_write.h"
 #include "ringkv/error.h"
+#include "ringkv/format.h"
 #include "ringkv/sequence_file.h"
 #include "sequence_format.h"
 #include "sequence_snapshot_access.h"
@@ -57,6 +58,15 @@ void SaveSequence(const std::string& path, std::span<const CausalCache* const> c
   Position next = 0;
   for (std::size_t c = 0; c < caches.size(); ++c) {
     if (caches[c] == nullptr) throw Error(fmt::format("[{}] caches[{}] is null", kFn, c));
+    const CausalCacheOptions& o = caches[c]->Options();
+    if (IsQuantized(o.dtype)) {
+      // The format names one float element type per cache; quantized rows would
+      // need the per-side layout the caches file has (docs/multi_sequence.md).
+      throw Error(fmt::format(
+          "[{}] caches[{}] stores keys as {} and values as {}: sequence files hold f32, f16 and "
+          "bf16 pools only; nothing was written",
+          kFn, c, o.dtype, o.value_dtype.value_or(o.dtype)));
+    }
     const std::vector<Position> positions = caches[c]->SequencePositions(seq);
     if (positions.empty()) {
       throw Error(fmt::format("[{}] seq {} holds no tokens in caches[{}]", kFn, seq, c));
