@@ -306,13 +306,17 @@ TEST(DemoMemory, QuantizedKvCountsRowBytes) {
   const std::uint64_t f16_pool = 2 * 32 * 2;  // K + V rows of 32 f16 values
   std::vector<std::string> with = flags;
   with.push_back("--kv-dtype=int8");
-  // int8: 32 bytes of data + one f32 scale a row.
-  EXPECT_EQ(EstimateDemoMemory(Parse(with).options).kv,
-            2 * (sequence * 2 * (32 + 4) + serving * f16_pool));
+  // int8: 32 bytes of data + one f32 scale a row, in the caches and the pools alike.
+  EXPECT_EQ(EstimateDemoMemory(Parse(with).options).kv, 2 * (sequence + serving) * 2 * (32 + 4));
   with.back() = "--kv-dtype=int4";
   // int4: 16 bytes of nibbles + one scale for the one group of 32.
+  EXPECT_EQ(EstimateDemoMemory(Parse(with).options).kv, 2 * (sequence + serving) * 2 * (16 + 4));
+  // An int8 row of 30 values is 34 bytes; a pool pads it to 36.
+  with.back() = "--kv-dtype=int8";
+  with[4] = "--head-dim=30";
   EXPECT_EQ(EstimateDemoMemory(Parse(with).options).kv,
-            2 * (sequence * 2 * (16 + 4) + serving * f16_pool));
+            2 * (sequence * 2 * (30 + 4) + serving * 2 * 36));
+  with[4] = "--head-dim=32";
   with.back() = "--kv-dtype=bf16";
   EXPECT_EQ(EstimateDemoMemory(Parse(with).options).kv, 2 * (sequence + serving) * f16_pool);
 }

@@ -222,10 +222,14 @@ void ValidateDemoOptions(const DemoOptions& o) {
 DemoMemory EstimateDemoMemory(const DemoOptions& o) {
   const ModelConfig& m = o.model;
   const std::uint64_t sequence = U(o.SequenceTokens());
-  // K + V of one token in one layer, scales included; the serving pools store
-  // f16 for a quantized dtype.
+  // K + V of one token in one layer, scales included; a pool pads a quantized
+  // row to 4 bytes.
   const std::uint64_t kv_token = U(m.KvBytesPerToken());
-  const std::uint64_t pool_token = U(m.kv_heads) * 2 * RowBytes(PoolDtype(m.kv_dtype), m.head_dim);
+  const DType pool_dtype = PoolDtype(m.kv_dtype);
+  const std::uint64_t pool_row = IsQuantized(pool_dtype)
+                                     ? (RowBytes(pool_dtype, m.head_dim) + 3) / 4 * 4
+                                     : RowBytes(pool_dtype, m.head_dim);
+  const std::uint64_t pool_token = U(m.kv_heads) * 2 * pool_row;
   // Rows kept: the last row of turn 1's, turn 2's and the cold prefill, one per
   // decode step, the verification's row per draft token and the accepted ones.
   const std::uint64_t kept =

@@ -175,8 +175,8 @@ std::string ToText(const DemoReport& r) {
         sv.conversations, sv.system_tokens, Time(sv.system_prefill.total_seconds)));
     if (sv.pool_dtype != r.config.kv_dtype) {
       line(
-          fmt::format("         pools store K/V as {}: a CausalCache holds float K/V only, so "
-                      "--kv-dtype {} applies to the single-sequence caches above",
+          fmt::format("         pools store K/V as {}: --kv-dtype {} applies to the "
+                      "single-sequence caches above",
                       sv.pool_dtype, r.config.kv_dtype));
     }
     line(fmt::format("         user turns {} x {} tokens in one batch: {}", sv.conversations,
@@ -268,9 +268,9 @@ std::string ToJson(const DemoReport& r) {
         {"pool_dtype_reason",
          sv.pool_dtype == c.kv_dtype
              ? Json(nullptr)
-             : Json(fmt::format("a CausalCache holds float K/V only; --kv-dtype {} applies to "
-                                "the single-sequence caches",
-                                c.kv_dtype))},
+             : Json(fmt::format("the pools store {}; --kv-dtype {} applies to the "
+                                "single-sequence caches",
+                                sv.pool_dtype, c.kv_dtype))},
         {"system_prefill", JsonPhase(sv.system_prefill)},
         {"user_prefill", JsonPhase(sv.user_prefill)},
         {"decode", JsonPhase(sv.decode)},

@@ -68,8 +68,7 @@ struct ServingReport {
   int system_tokens = 0;  // prefilled once, then CopyPrefix'ed
   int user_tokens = 0;    // per conversation, all prefilled in one batch
   int steps = 0;          // batched decode steps, one token per conversation
-  // What the pools store: the model's K/V dtype, or f16 for int8 / int4, which a
-  // CausalCache cannot hold (serving_caches.h PoolDtype).
+  // What the pools store: the model's K/V dtype (serving_caches.h PoolDtype).
   DType pool_dtype = DType::kF16;
   ForwardStats system_prefill, user_prefill, decode;
   std::size_t used_bytes = 0;      // both pools' used blocks at the end (shared ones once)

@@ -55,7 +55,7 @@ std::size_t UsedBytesOf(const CausalCache* pool) {
 
 }  // namespace
 
-DType PoolDtype(DType kv_dtype) noexcept { return IsQuantized(kv_dtype) ? DType::kF16 : kv_dtype; }
+DType PoolDtype(DType kv_dtype) noexcept { return kv_dtype; }
 
 ServingCaches::ServingCaches(const ModelConfig& config, const ServingCachesOptions& options)
     : config_(config),

@@ -20,9 +20,9 @@
 
 namespace ringkv::model {
 
-// The dtype the pools store for a model K/V dtype: a CausalCache holds float K/V
-// only, so a quantized one (int8 / int4) is served from f16 pools; the float
-// dtypes as they are.
+// The dtype the pools store for a model K/V dtype: the same one (a CausalCache
+// stores every storage dtype, quantized ones included). Kept as the one place
+// the report and the memory estimate ask.
 DType PoolDtype(DType kv_dtype) noexcept;
 
 struct ServingCachesOptions {
