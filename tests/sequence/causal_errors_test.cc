@@ -308,7 +308,7 @@ TEST(CausalOptionsTest, InconsistentOptionsAreNamed) {
 
 TEST(CausalOptionsTest, QuantizedBlocksCountTheirScalesAndPadding) {
   CausalCacheOptions o = test::SmallOptions();
-  o.key_dim = 30;  // int8: 30 bytes + a 4-byte scale, padded to 36
+  o.key_dim = 30;    // int8: 30 bytes + a 4-byte scale, padded to 36
   o.value_dim = 64;  // int4: 32 bytes + 2 scales = 40
   o.dtype = DType::kI8;
   o.value_dtype = DType::kI4;

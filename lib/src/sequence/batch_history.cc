@@ -10,8 +10,8 @@
 #include <span>
 
 #include "../cache/block_store.h"
-#include "cache/stored_rows.h"
 #include "batch_plan.h"
+#include "cache/stored_rows.h"
 #include "ringkv/error.h"
 #include "strided_copy.h"
 
@@ -93,8 +93,7 @@ Tensor Visible(const BatchHistory& history, std::int64_t row, Side side, const c
       if (begin < end) {
         const void* base = side == Side::kKeys ? run.k : run.v;
         const std::array<std::int64_t, 4> strides{
-            0,
-            (side == Side::kKeys ? run.k_head_stride : run.v_head_stride) / units_per_element,
+            0, (side == Side::kKeys ? run.k_head_stride : run.v_head_stride) / units_per_element,
             (side == Side::kKeys ? run.k_row_stride : run.v_row_stride) / units_per_element, 1};
         const Tensor source =
             Tensor::Borrow(

@@ -23,9 +23,7 @@ std::size_t PoolLayout::TokenBytes() const noexcept {
 
 DType PoolLayout::Element() const noexcept { return CarrierDtype(key_dtype); }
 
-std::int64_t PoolLayout::KeyColumns() const noexcept {
-  return CarrierColumns(key_dtype, key_dim);
-}
+std::int64_t PoolLayout::KeyColumns() const noexcept { return CarrierColumns(key_dtype, key_dim); }
 
 std::int64_t PoolLayout::ValueColumns() const noexcept {
   return CarrierColumns(value_dtype, value_dim);
@@ -64,8 +62,7 @@ void BlockPool::AllocateLocked(BlockId block) {
   Tensor& memory = memory_[static_cast<std::size_t>(block)];
   if (!memory.Empty()) return;
   // Every row is written before any owner reads it: no need to zero.
-  const auto elements =
-      static_cast<std::int64_t>(layout_.BlockBytes() / SizeOf(layout_.Element()));
+  const auto elements = static_cast<std::int64_t>(layout_.BlockBytes() / SizeOf(layout_.Element()));
   memory = Tensor::Uninitialized(layout_.Element(), {elements});
 }
 

@@ -110,8 +110,9 @@ class BlockPool {
   void AllocateLocked(BlockId block);
 
   PoolLayout layout_;
-  std::vector<Tensor> memory_;      // per block: Element() [BlockBytes() / e] flat, empty until first used
-  std::vector<std::int32_t> refs_;  // per block
+  std::vector<Tensor>
+      memory_;  // per block: Element() [BlockBytes() / e] flat, empty until first used
+  std::vector<std::int32_t> refs_;        // per block
   std::vector<std::int32_t> high_water_;  // per block, in [0, T]
   std::vector<BlockId> free_;             // capacity reserved up front: releasing never allocates
   std::int64_t used_ = 0;

@@ -6,8 +6,8 @@
 #include <utility>
 
 #include "cache/stored_rows.h"
-#include "ringkv/format.h"
 #include "ringkv/error.h"
+#include "ringkv/format.h"
 
 namespace ringkv::detail {
 namespace {
@@ -53,9 +53,10 @@ void CheckStorage(const CausalCacheOptions& options) {
   const auto whole_groups = [](const char* field, DType dtype, const char* dim_field,
                                std::int64_t dim) {
     if (IsInt4(dtype) && dim % kI4Group != 0) {
-      throw Error(fmt::format("[{}] options.{} is {}, which needs options.{} to be a multiple of {}, "
-                              "but it is {}",
-                              kFunction, field, dtype, dim_field, kI4Group, dim));
+      throw Error(
+          fmt::format("[{}] options.{} is {}, which needs options.{} to be a multiple of {}, "
+                      "but it is {}",
+                      kFunction, field, dtype, dim_field, kI4Group, dim));
     }
   };
   whole_groups("dtype", k, "key_dim", options.key_dim);
@@ -106,9 +107,9 @@ ResolvedCausalOptions ResolveCausalOptions(CausalCacheOptions options) {
 
   ResolvedCausalOptions resolved;
   const DType value_dtype = options.value_dtype.value_or(options.dtype);
-  resolved.layout = PoolLayout{options.dtype,   value_dtype,       options.layers,
-                               options.kv_heads, options.key_dim, options.value_dim,
-                               options.block_tokens};
+  resolved.layout =
+      PoolLayout{options.dtype,   value_dtype,       options.layers,      options.kv_heads,
+                 options.key_dim, options.value_dim, options.block_tokens};
   // Stored rows include their scales (stored_rows.h), so this is the pool's true price.
   const std::int64_t row_bytes =
       Times(options.kv_heads,

@@ -61,8 +61,8 @@ void CausalCache::Impl::RemoveAndShift(const char* function, SequenceSlot& slot,
   detail::AppendPositions(moved_extents, new_positions);
   std::vector<Tensor> keys(static_cast<std::size_t>(layout.layers));
   for (int layer = 0; layer < layout.layers; ++layer) {
-    Tensor stored = Tensor::Uninitialized(layout.Element(),
-                                          {1, layout.heads, moved, layout.KeyColumns()});
+    Tensor stored =
+        Tensor::Uninitialized(layout.Element(), {1, layout.heads, moved, layout.KeyColumns()});
     std::int64_t at = 0;
     for (const Extent& e : moved_extents) {
       Tensor dst = stored.Slice(2, at, at + e.count);
@@ -84,8 +84,8 @@ void CausalCache::Impl::RemoveAndShift(const char* function, SequenceSlot& slot,
     }
     if (quantized) {
       // Requantized before the commit, which then only copies bits.
-      Tensor stored = Tensor::Uninitialized(layout.Element(),
-                                            {1, layout.heads, moved, layout.KeyColumns()});
+      Tensor stored =
+          Tensor::Uninitialized(layout.Element(), {1, layout.heads, moved, layout.KeyColumns()});
       detail::StoreRows(k, layout.key_dtype, layout.key_dim, stored, kernels);
       k = std::move(stored);
     }
