@@ -13,6 +13,7 @@ target_sources(ringkv_core PRIVATE
   src/prompt/caches_format.cc
   src/prompt/file_frame.cc
   src/prompt/file_layer.cc
+  src/prompt/quantized_side.cc
   src/prompt/file_nodes.cc
   src/prompt/file_source.cc
   src/prompt/file_tensors.cc

@@ -1,8 +1,10 @@
 // LoadSequence: the whole file is checked from its header against the pool's
 // layout before any tensor is read; then every tensor is read (checked against
 // its checksum), and only then is the pool touched: the destination sequence
-// is stored by ordinary forward passes (StartForward + Update per layer) on
-// saved states, so a pool that cannot hold it is rolled back whole.
+// is stored by ordinary forward passes (StartForward + Update per layer), or for
+// a quantized pool restored from a snapshot of the file's stored rows (bits,
+// not requantized), on saved states, so a pool that cannot hold it is rolled
+// back whole.
 #include <fmt/format.h>
 
 #include <climits>
@@ -12,9 +14,12 @@
 #include "file_source.h"
 #include "file_tensors.h"
 #include "json_fields.h"
+#include "quantized_side.h"
 #include "ringkv/error.h"
+#include "ringkv/format.h"
 #include "ringkv/sequence_file.h"
 #include "sequence_format.h"
+#include "sequence_snapshot_access.h"
 
 namespace ringkv {
 namespace {
@@ -32,8 +37,11 @@ struct CachePlan {
 
 struct CacheData {
   std::vector<Position> positions;
-  std::vector<Tensor> keys;  // per layer, [1, Hkv, n, D]
+  std::vector<Tensor> keys;  // per layer, [1, Hkv, n, D]; a float pool's
   std::vector<Tensor> values;
+  // A quantized pool's: per layer, its stored rows [Hkv, n, RowBytes], as bits.
+  std::vector<std::vector<std::byte>> key_rows;
+  std::vector<std::vector<std::byte>> value_rows;
 };
 
 void Expect(std::int64_t stated, std::int64_t pool, const char* field, const std::string& where) {
@@ -70,6 +78,8 @@ std::vector<Position> ParseRuns(const json& runs, const std::string& where,
   return positions;
 }
 
+// A float side is [1, Hkv, rows, dim] of `dtype`; a quantized one U8 stored rows
+// [1, Hkv, rows, RowBytes(dtype, dim)].
 const detail::TensorTable::value_type* TensorOf(detail::TensorTable& tensors,
                                                 const std::string& name, DType dtype,
                                                 std::int64_t heads, std::int64_t rows,
@@ -78,13 +88,38 @@ const detail::TensorTable::value_type* TensorOf(detail::TensorTable& tensors,
   if (it == tensors.end()) Bad("tensor {} is missing", name);
   detail::TensorEntry& e = it->second;
   e.used = true;
-  if (e.u8 || e.dtype != dtype || e.shape[0] != 1 || e.shape[1] != heads || e.shape[2] != rows ||
-      e.shape[3] != dim) {
+  const bool quantized = IsQuantized(dtype);
+  const std::int64_t last = quantized ? static_cast<std::int64_t>(RowBytes(dtype, dim)) : dim;
+  if (e.u8 != quantized || (!quantized && e.dtype != dtype) || e.shape[0] != 1 ||
+      e.shape[1] != heads || e.shape[2] != rows || e.shape[3] != last) {
     Bad("tensor {} is {} [{}, {}, {}, {}], expected {} [1, {}, {}, {}]", name,
-        detail::EntryDTypeName(e), e.shape[0], e.shape[1], e.shape[2], e.shape[3], DTypeName(dtype),
-        heads, rows, dim);
+        detail::EntryDTypeName(e), e.shape[0], e.shape[1], e.shape[2], e.shape[3],
+        quantized ? "U8" : DTypeName(dtype), heads, rows, last);
   }
   return &*it;
+}
+
+// The pool's dtypes as the file must name them: a safetensors dtype string for
+// a float pool, {"keys": side, "values": side} (quantized_side.h) for a quantized one.
+void ExpectDtypes(const json& cache, const CausalCacheOptions& o, const std::string& where) {
+  const DType value_dtype = o.value_dtype.value_or(o.dtype);
+  const json& stated = detail::Field(cache, "dtype", where);
+  const std::string pool = IsQuantized(o.dtype)
+                               ? fmt::format("{} keys / {} values", o.dtype, value_dtype)
+                               : std::string(DTypeName(o.dtype));
+  if (!stated.is_object()) {
+    const DType dtype = detail::ParseDType(detail::String(cache, "dtype", where), where + ".dtype");
+    if (dtype != o.dtype || IsQuantized(o.dtype))
+      Bad("{}.dtype is {} in the file, {} in the pool", where, DTypeName(dtype), pool);
+    return;
+  }
+  const DType keys = detail::ParseQuantizedSide(detail::Field(stated, "keys", where + ".dtype"),
+                                                o.key_dim, where + ".dtype.keys");
+  const DType values = detail::ParseQuantizedSide(detail::Field(stated, "values", where + ".dtype"),
+                                                  o.value_dim, where + ".dtype.values");
+  if (keys != o.dtype || values != value_dtype) {
+    Bad("{}.dtype is {} keys / {} values in the file, {} in the pool", where, keys, values, pool);
+  }
 }
 
 CachePlan ParseCache(const json& cache, const CausalCacheOptions& o, std::size_t c,
@@ -97,9 +132,7 @@ CachePlan ParseCache(const json& cache, const CausalCacheOptions& o, std::size_t
   Expect(detail::Int(cache, "value_dim", where, 1, INT_MAX), o.value_dim, "value_dim", where);
   Expect(detail::Int(cache, "window", where, 0, INT_MAX), o.window, "window", where);
   Expect(detail::Int(cache, "chunk", where, 0, INT_MAX), o.chunk, "chunk", where);
-  const DType dtype = detail::ParseDType(detail::String(cache, "dtype", where), where + ".dtype");
-  if (dtype != o.dtype)
-    Bad("{}.dtype is {} in the file, {} in the pool", where, DTypeName(dtype), DTypeName(o.dtype));
+  ExpectDtypes(cache, o, where);
   CachePlan plan;
   plan.positions =
       ParseRuns(detail::Field(cache, "positions", where), where + ".positions", data_size);
@@ -111,8 +144,8 @@ CachePlan ParseCache(const json& cache, const CausalCacheOptions& o, std::size_t
   for (int l = 0; l < o.layers; ++l) {
     plan.keys.push_back(TensorOf(tensors, detail::SequenceTensorName(c, l, "keys"), o.dtype,
                                  o.kv_heads, rows, o.key_dim));
-    plan.values.push_back(TensorOf(tensors, detail::SequenceTensorName(c, l, "values"), o.dtype,
-                                   o.kv_heads, rows, o.value_dim));
+    plan.values.push_back(TensorOf(tensors, detail::SequenceTensorName(c, l, "values"),
+                                   o.value_dtype.value_or(o.dtype), o.kv_heads, rows, o.value_dim));
   }
   return plan;
 }
@@ -153,12 +186,26 @@ Decoded Decode(const detail::ByteSource& source, std::span<CausalCache* const> c
       detail::Tokens(detail::ParseBounded(detail::String(metadata, "tokens", "__metadata__"),
                                           "__metadata__.tokens"),
                      "__metadata__.tokens");
-  for (CachePlan& plan : plans) {
+  for (std::size_t c = 0; c < plans.size(); ++c) {
+    CachePlan& plan = plans[c];
+    const CausalCacheOptions& o = caches[c]->Options();
     CacheData data;
     data.positions = std::move(plan.positions);
+    const auto rows = static_cast<std::int64_t>(data.positions.size());
     for (std::size_t l = 0; l < plan.keys.size(); ++l) {
-      data.keys.push_back(detail::ReadTensor(source, file.data_offset, *plan.keys[l]));
-      data.values.push_back(detail::ReadTensor(source, file.data_offset, *plan.values[l]));
+      if (!IsQuantized(o.dtype)) {
+        data.keys.push_back(detail::ReadTensor(source, file.data_offset, *plan.keys[l]));
+        data.values.push_back(detail::ReadTensor(source, file.data_offset, *plan.values[l]));
+        continue;
+      }
+      const DType value_dtype = o.value_dtype.value_or(o.dtype);
+      data.key_rows.push_back(detail::ReadBytes(source, file.data_offset, *plan.keys[l]));
+      data.value_rows.push_back(detail::ReadBytes(source, file.data_offset, *plan.values[l]));
+      detail::BadScaleError(detail::FirstBadScale(data.key_rows.back(), o.dtype, o.key_dim, rows),
+                            o.dtype, plan.keys[l]->first);
+      detail::BadScaleError(
+          detail::FirstBadScale(data.value_rows.back(), value_dtype, o.value_dim, rows),
+          value_dtype, plan.values[l]->first);
     }
     out.data.push_back(std::move(data));
   }
@@ -169,6 +216,13 @@ Decoded Decode(const detail::ByteSource& source, std::span<CausalCache* const> c
 // max_batch tokens.
 void Store(CausalCache& cache, SequenceId dst, const CacheData& data) {
   if (!cache.SequencePositions(dst).empty()) cache.Remove(dst, 0, kEndOfSequence);
+  if (!data.key_rows.empty()) {
+    // Quantized rows go in as bits: Update would quantize them a second time.
+    const std::unique_ptr<SequenceSnapshot> rows =
+        detail::SequenceFromRows(cache.Options(), data.positions, data.key_rows, data.value_rows);
+    cache.RestoreSequence(dst, *rows);
+    return;
+  }
   const auto n = static_cast<std::int64_t>(data.positions.size());
   const std::int64_t step = std::max<std::int64_t>(1, cache.Options().max_batch);
   for (std::int64_t begin = 0; begin < n; begin += step) {

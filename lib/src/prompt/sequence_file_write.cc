@@ -7,8 +7,8 @@
 #include "file_tensors.h"
 #include "json_fields.h"
 #include "metadata_file_write.h"
+#include "quantized_side.h"
 #include "ringkv/error.h"
-#include "ringkv/format.h"
 #include "ringkv/sequence_file.h"
 #include "sequence_format.h"
 #include "sequence_snapshot_access.h"
@@ -35,18 +35,36 @@ detail::json Runs(const std::vector<Position>& positions) {
 detail::json CacheJson(const CausalCache& cache, const SequenceSnapshot& snapshot, std::size_t c,
                        detail::TensorWriter& writer) {
   const CausalCacheOptions& o = cache.Options();
+  const bool quantized = IsQuantized(o.dtype);
+  const DType value_dtype = o.value_dtype.value_or(o.dtype);
   for (int l = 0; l < o.layers; ++l) {
-    writer.Add(detail::SequenceTensorName(c, l, "keys"), detail::SequenceKeys(snapshot, l));
-    writer.Add(detail::SequenceTensorName(c, l, "values"), detail::SequenceValues(snapshot, l));
+    const std::string keys = detail::SequenceTensorName(c, l, "keys");
+    const std::string values = detail::SequenceTensorName(c, l, "values");
+    if (!quantized) {
+      writer.Add(keys, detail::SequenceKeys(snapshot, l));
+      writer.Add(values, detail::SequenceValues(snapshot, l));
+      continue;
+    }
+    // Stored rows as bits, [1, Hkv, tokens, RowBytes] U8, as the caches file holds them.
+    const auto add = [&](const std::string& name, bool is_keys, DType dtype, std::int64_t dim) {
+      std::vector<std::byte> rows = detail::PackedSequenceRows(snapshot, l, is_keys);
+      detail::CheckScalesToWrite(rows, dtype, dim, snapshot.Tokens(), name, kFn);
+      writer.AddBytes(
+          name, {1, o.kv_heads, snapshot.Tokens(), static_cast<std::int64_t>(RowBytes(dtype, dim))},
+          std::move(rows));
+    };
+    add(keys, true, o.dtype, o.key_dim);
+    add(values, false, value_dtype, o.value_dim);
   }
-  return {{"layers", o.layers},
-          {"kv_heads", o.kv_heads},
-          {"key_dim", o.key_dim},
-          {"value_dim", o.value_dim},
-          {"dtype", detail::SafetensorsDType(o.dtype)},
-          {"window", o.window},
-          {"chunk", o.chunk},
-          {"positions", Runs(snapshot.Positions())}};
+  // A float pool names its safetensors dtype; a quantized one each side's layout.
+  const detail::json dtype =
+      quantized ? detail::json{{"keys", detail::QuantizedSideJson(o.dtype, o.key_dim)},
+                               {"values", detail::QuantizedSideJson(value_dtype, o.value_dim)}}
+                : detail::json(detail::SafetensorsDType(o.dtype));
+  return {{"layers", o.layers},   {"kv_heads", o.kv_heads},
+          {"key_dim", o.key_dim}, {"value_dim", o.value_dim},
+          {"dtype", dtype},       {"window", o.window},
+          {"chunk", o.chunk},     {"positions", Runs(snapshot.Positions())}};
 }
 
 }  // namespace
@@ -58,15 +76,6 @@ void SaveSequence(const std::string& path, std::span<const CausalCache* const> c
   Position next = 0;
   for (std::size_t c = 0; c < caches.size(); ++c) {
     if (caches[c] == nullptr) throw Error(fmt::format("[{}] caches[{}] is null", kFn, c));
-    const CausalCacheOptions& o = caches[c]->Options();
-    if (IsQuantized(o.dtype)) {
-      // The format names one float element type per cache; quantized rows would
-      // need the per-side layout the caches file has (docs/multi_sequence.md).
-      throw Error(fmt::format(
-          "[{}] caches[{}] stores keys as {} and values as {}: sequence files hold f32, f16 and "
-          "bf16 pools only; nothing was written",
-          kFn, c, o.dtype, o.value_dtype.value_or(o.dtype)));
-    }
     const std::vector<Position> positions = caches[c]->SequencePositions(seq);
     if (positions.empty()) {
       throw Error(fmt::format("[{}] seq {} holds no tokens in caches[{}]", kFn, seq, c));

@@ -1,11 +1,15 @@
 #pragma once
 // What the pooled prompt cache and the sequence file need of a SequenceSnapshot
 // beyond its public surface: the identity of the pool blocks it references (to
-// count shared blocks once under a byte budget) and a copy of its K/V (to write
-// a file). Defined on the causal cache's internals.
+// count shared blocks once under a byte budget), a copy of its K/V (to write a
+// file) and, for quantized pools, a snapshot made from a file's stored rows.
+// Defined on the causal cache's internals.
 
 #include <cstddef>
 #include <functional>
+#include <memory>
+#include <span>
+#include <vector>
 
 #include "ringkv/causal_cache.h"
 #include "ringkv/tensor.h"
@@ -22,5 +26,18 @@ void ForEachSequenceBlock(const SequenceSnapshot& snapshot,
 // pool's dtype, or a quantized pool's carrier rows (stored_rows.h).
 Tensor SequenceKeys(const SequenceSnapshot& snapshot, int layer);
 Tensor SequenceValues(const SequenceSnapshot& snapshot, int layer);
+
+// A quantized pool's stored rows of one side of layer `layer`, packed
+// [Hkv, Tokens(), RowBytes(dtype, dim)] without the blocks' padding, as a file holds them.
+std::vector<std::byte> PackedSequenceRows(const SequenceSnapshot& snapshot, int layer, bool keys);
+
+// The inverse, for a quantized pool: a snapshot in a pool of its own, laid out
+// as a CausalCache with `options` lays out its blocks, holding `positions`
+// (ascending) with these packed rows per layer (their sizes checked by the
+// caller), bit for bit. RestoreSequence copies it into a cache as bits.
+std::unique_ptr<SequenceSnapshot> SequenceFromRows(const CausalCacheOptions& options,
+                                                   std::span<const Position> positions,
+                                                   std::span<const std::vector<std::byte>> keys,
+                                                   std::span<const std::vector<std::byte>> values);
 
 }  // namespace ringkv::detail
