@@ -1,6 +1,7 @@
 // Decode steps of many sequences in one batch on a CausalCache (one layer: every
-// layer of a model repeats the same step), Hq 32, Hkv 8, D 128, f16 K/V, each
-// sequence with a 4096-token context. One step = StartForward (one token per
+// layer of a model repeats the same step), Hq 32, Hkv 8, D 128, each sequence
+// with a 4096-token context; BatchedDecode per pool dtype (f16, int8, int4: the
+// bytes of a quantized row include its scales). One step = StartForward (one token per
 // sequence) + Update + Attention(q, history); the step's token is removed again
 // (untimed) so every iteration reads the same context.
 //   BatchedDecode: fraction = t_limit / t_step, t_limit = max(all sequences' K+V
@@ -38,9 +39,14 @@ constexpr Position kContext = 4096;
 // The pool's default block size (CausalCacheOptions::block_tokens).
 const std::int64_t kBlockTokens = CausalCacheOptions{}.block_tokens;
 constexpr std::int64_t kMaxBatch = 4096;
-constexpr DType kDtype = DType::kF16;
-// K + V of one token of one layer.
-constexpr double kTokenBytes = 2.0 * kHkv * kD * 2;
+constexpr DType kDtype = DType::kF16;  // SharedPrefixDecode's
+
+// K + V of one token of one layer, as a pool of `dtype` stores them.
+double TokenBytes(DType dtype) {
+  const std::size_t row =
+      IsQuantized(dtype) ? (RowBytes(dtype, kD) + 3) / 4 * 4 : RowBytes(dtype, kD);
+  return 2.0 * kHkv * static_cast<double>(row);
+}
 
 using Clock = std::chrono::steady_clock;
 
@@ -55,13 +61,13 @@ Tensor RandomTensor(DType dtype, std::int64_t heads, std::int64_t rows, std::uin
   return Tensor::FromVector(values, {1, heads, rows, kD}, dtype);
 }
 
-CausalCache MakeCache(int sequences, std::int64_t tokens_per_sequence) {
+CausalCache MakeCache(int sequences, std::int64_t tokens_per_sequence, DType dtype = kDtype) {
   CausalCacheOptions o;
   o.layers = 1;
   o.kv_heads = kHkv;
   o.key_dim = kD;
   o.value_dim = kD;
-  o.dtype = kDtype;
+  o.dtype = dtype;
   // Every sequence's tokens, the step's token, and a spare block each.
   o.capacity_tokens = sequences * (tokens_per_sequence + 2 * kBlockTokens);
   o.block_tokens = kBlockTokens;
@@ -126,25 +132,27 @@ double LimitSeconds(double kv_bytes, double flops, int threads) {
 }
 
 // Sets fraction and the label for a step that must read `kv_bytes` and do `flops`.
-void SetLimitCounters(benchmark::State& state, double seconds, double kv_bytes, double flops,
-                      int threads) {
+void SetLimitCounters(benchmark::State& state, DType dtype, double seconds, double kv_bytes,
+                      double flops, int threads) {
   const double bandwidth = ReadBandwidth(static_cast<std::size_t>(kv_bytes), threads);
-  SetRooflineCounters(state, kDtype, static_cast<double>(kContext), threads, seconds, kv_bytes,
+  SetRooflineCounters(state, dtype, static_cast<double>(kContext), threads, seconds, kv_bytes,
                       flops, bandwidth, ReadName(static_cast<std::size_t>(kv_bytes)));
   state.counters["step_us"] = seconds * 1e6;
 }
 
-void BM_BatchedDecode(benchmark::State& state) {
+void BM_BatchedDecode(benchmark::State& state, DType dtype) {
   const int sequences = static_cast<int>(state.range(0));
   const int threads = static_cast<int>(state.range(1));
-  const double kv_bytes = sequences * (kContext + 1) * kTokenBytes;
+  const double kv_bytes = sequences * (kContext + 1) * TokenBytes(dtype);
   // The limits first: measuring them evicts whatever was in cache.
   ReadBandwidth(static_cast<std::size_t>(kv_bytes), threads);
   FmaPeakFor(kernels::BestKernels().isa, threads);
   Context ctx(threads);
-  CausalCache cache = MakeCache(sequences, kContext);
-  const Tensor k = RandomTensor(kDtype, kHkv, kContext, 1);
-  const Tensor v = RandomTensor(kDtype, kHkv, kContext, 2);
+  CausalCache cache = MakeCache(sequences, kContext, dtype);
+  // The model's K/V as f16 (f32 for a float pool of f32); Update quantizes.
+  const DType input = dtype == DType::kF32 ? DType::kF32 : DType::kF16;
+  const Tensor k = RandomTensor(input, kHkv, kContext, 1);
+  const Tensor v = RandomTensor(input, kHkv, kContext, 2);
   for (SequenceId seq = 0; seq < sequences; ++seq) Prefill(cache, k, v, seq, 0, kContext);
   Step step(sequences, kContext);
   step.Run(cache, ctx);  // warm: the context's arena, the pool's free list
@@ -157,22 +165,26 @@ void BM_BatchedDecode(benchmark::State& state) {
     ++steps;
   }
   const double flops = 4.0 * kHq * (kContext + 1) * kD * sequences;
-  SetLimitCounters(state, steps > 0 ? total / static_cast<double>(steps) : 0.0, kv_bytes, flops,
-                   threads);
+  SetLimitCounters(state, dtype, steps > 0 ? total / static_cast<double>(steps) : 0.0, kv_bytes,
+                   flops, threads);
   state.counters["sequences"] = sequences;
 }
-BENCHMARK(BM_BatchedDecode)
-    ->ArgNames({"sequences", "threads"})
-    ->ArgsProduct({{8, 32}, {1, 2}})
-    ->Unit(benchmark::kMicrosecond)
-    ->UseManualTime();
+void BatchedArgs(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"sequences", "threads"})
+      ->ArgsProduct({{8, 32}, {1, 2}})
+      ->Unit(benchmark::kMicrosecond)
+      ->UseManualTime();
+}
+BENCHMARK_CAPTURE(BM_BatchedDecode, f16, DType::kF16)->Apply(BatchedArgs);
+BENCHMARK_CAPTURE(BM_BatchedDecode, int8, DType::kI8)->Apply(BatchedArgs);
+BENCHMARK_CAPTURE(BM_BatchedDecode, int4, DType::kI4)->Apply(BatchedArgs);
 
 void BM_SharedPrefixDecode(benchmark::State& state) {
   constexpr int kSequences = 16;
   constexpr Position kOwn = 256;
   const int threads = static_cast<int>(state.range(0));
   // The prefix read once, then every sequence's own tokens and its step token.
-  const double kv_bytes = (kContext + kSequences * (kOwn + 1)) * kTokenBytes;
+  const double kv_bytes = (kContext + kSequences * (kOwn + 1)) * TokenBytes(kDtype);
   ReadBandwidth(static_cast<std::size_t>(kv_bytes), threads);
   FmaPeakFor(kernels::BestKernels().isa, threads);
   Context ctx(threads);
@@ -204,15 +216,15 @@ void BM_SharedPrefixDecode(benchmark::State& state) {
     ++steps;
   }
   const double flops = 4.0 * kHq * (kContext + kOwn + 1) * kD * kSequences;
-  SetLimitCounters(state, steps > 0 ? total_shared / static_cast<double>(steps) : 0.0, kv_bytes,
-                   flops, threads);
+  SetLimitCounters(state, kDtype, steps > 0 ? total_shared / static_cast<double>(steps) : 0.0,
+                   kv_bytes, flops, threads);
   state.counters["sequences"] = kSequences;
   state.counters["one_sequence_us"] = steps > 0 ? total_one / static_cast<double>(steps) * 1e6 : 0;
   state.counters["vs_one_sequence"] = total_one > 0 ? total_shared / total_one : 0.0;
   const Position one_tokens = kContext + kOwn + 1;
   state.counters["vs_one_limit"] =
       LimitSeconds(kv_bytes, flops, threads) /
-      LimitSeconds(one_tokens * kTokenBytes, 4.0 * kHq * one_tokens * kD, threads);
+      LimitSeconds(one_tokens * TokenBytes(kDtype), 4.0 * kHq * one_tokens * kD, threads);
 }
 BENCHMARK(BM_SharedPrefixDecode)
     ->ArgNames({"threads"})
