@@ -34,6 +34,10 @@ struct QuantAttender {
   // Keys per register tile with 4 rows: int8 as f16 (4 x 3 accumulators + 3 K
   // vectors + q fill AVX2's 16 registers); an int4 key is two vectors per span.
   static constexpr int kScoreKeys = kK == DType::kI8 && kN == 8 ? 3 : 2;
+  // Prefill-sized tiles take the float kernel's 6-row register tiles (AVX2), so
+  // each widened K or V vector serves 6 rows: 6 x 2 accumulators for int8 keys,
+  // 6 x 1 for int4 keys (two vectors per span), 6 x 2 batches of V either way.
+  static constexpr int kWideScoreKeys = kK == DType::kI8 ? 2 : 1;
 
   static float Scale(const std::uint8_t* p) { return LoadQuantScale(p); }
 
@@ -264,10 +268,11 @@ struct QuantAttender {
                          std::int64_t kb) {
     // int4 chunks hold two batches per span: half the spans of int8 per register tile.
     constexpr int kWide = kV == DType::kI8 ? 2 : 1;
-    ForEachRowTile<0, 0, kWide, kWide>(rows_total, 0, [&]<int R, int VC>(std::int64_t r) {
-      AccumulateRows<R, VC, kSkipHidden>(s + r * t.block, t.block, alpha + r, v, v_stride, kb, t.dv,
-                                         t.acc + r * t.acc_stride, t.acc_stride);
-    });
+    ForEachRowTile<Float::kWideRows, kWide, kWide, kWide>(
+        rows_total, Float::kWideTileRows, [&]<int R, int VC>(std::int64_t r) {
+          AccumulateRows<R, VC, kSkipHidden>(s + r * t.block, t.block, alpha + r, v, v_stride, kb,
+                                             t.dv, t.acc + r * t.acc_stride, t.acc_stride);
+        });
   }
 
   static void Block(const AttendTile& t, std::int64_t rows_total, std::int64_t qd, const float* qs,
@@ -276,10 +281,11 @@ struct QuantAttender {
                     const Prefetch& pf) {
     if (Float::BlockHidden(t, tb, kb)) return;
     const Prefetch none;
-    ForEachRowTile<0, 0, kScoreKeys, 2>(rows_total, 0, [&]<int R, int K>(std::int64_t r) {
-      ScoreRows<R, K>(qs + r * qd, qd, k, k_stride, kb, t.d, s + r * t.block, t.block,
-                      r == 0 ? pf : none);
-    });
+    ForEachRowTile<Float::kWideRows, kWideScoreKeys, kScoreKeys, 2>(
+        rows_total, Float::kWideTileRows, [&]<int R, int K>(std::int64_t r) {
+          ScoreRows<R, K>(qs + r * qd, qd, k, k_stride, kb, t.d, s + r * t.block, t.block,
+                          r == 0 ? pf : none);
+        });
     if (!Float::MaskBlock(t, tb, kb, s)) return;
     const bool any_hidden = Float::Softmax(t, rows_total, kb, s, alpha);
     if constexpr (kV == DType::kI8) FoldVScales(t, rows_total, s, v, v_stride, kb);
