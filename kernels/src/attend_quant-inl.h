@@ -275,10 +275,68 @@ struct QuantAttender {
         });
   }
 
+  // kb stored rows of n values as f32 rows dst_stride apart, scales applied: in
+  // value order for int8, in span order for int4 (the order the queries (K) and
+  // the accumulator (V) keep).
+  template <DType kDtype>
+  static void DequantRows(const std::uint8_t* src, std::int64_t stride, std::int64_t kb,
+                          std::int64_t n, float* dst, std::int64_t dst_stride) {
+    for (std::int64_t j = 0; j < kb; ++j) {
+      const std::uint8_t* row = src + j * stride;
+      float* out = dst + j * dst_stride;
+      if constexpr (kDtype == DType::kI8) {
+        const float sc = Scale(row + n);
+        std::int64_t c = 0;
+        for (; c + kN <= n; c += kN)
+          (LoadI8AsFloat<Arch>(row + c) * B(sc)).store_unaligned(out + c);
+        for (; c < n; ++c) out[c] = static_cast<float>(static_cast<std::int8_t>(row[c])) * sc;
+      } else {
+        for (std::int64_t c = 0; c < n; c += kSpan) {
+          B even, odd;
+          LoadI4Scaled<Arch>(row + c / 2, Scale(row + n / 2 + c / kGroup * 4), even, odd);
+          even.store_unaligned(out + c);
+          odd.store_unaligned(out + c + kN);
+        }
+      }
+    }
+  }
+
+  // A prefill-sized tile's block (kDequantTileRows, attend_tile.h): K and V
+  // dequantized once into the scratch past the float kernel's part, then the
+  // float kernel's steps over them. The scores equal q . (scale q8) rather than
+  // (q . q8) scale: the same sum, rounded in another order.
+  static void DequantBlock(const AttendTile& t, std::int64_t rows_total, std::int64_t qd,
+                           const float* qs, float* s, float* alpha, const std::uint8_t* k,
+                           std::int64_t k_stride, const std::uint8_t* v, std::int64_t v_stride,
+                           std::int64_t tb, std::int64_t kb) {
+    if (Float::BlockHidden(t, tb, kb)) return;
+    const std::int64_t vd = (t.dv + 15) / 16 * 16;
+    float* const kf = t.scratch + rows_total * (qd + t.block + 16);
+    float* const vf = kf + t.block * qd;
+    DequantRows<kK>(k, k_stride, kb, t.d, kf, qd);
+    DequantRows<kV>(v, v_stride, kb, t.dv, vf, vd);
+    const typename Float::Prefetch none;
+    ForEachRowTile<Float::kWideRows, 2, Float::kScoreKeys, 2>(
+        rows_total, Float::kWideTileRows, [&]<int R, int K>(std::int64_t r) {
+          Float::template ScoreRows<R, K>(qs + r * qd, qd, kf, qd, kb, t.d, s + r * t.block,
+                                          t.block, none);
+        });
+    if (!Float::MaskBlock(t, tb, kb, s)) return;
+    if (Float::Softmax(t, rows_total, kb, s, alpha)) {
+      Float::template Accumulate<true>(t, rows_total, s, alpha, vf, vd, kb);
+    } else {
+      Float::template Accumulate<false>(t, rows_total, s, alpha, vf, vd, kb);
+    }
+  }
+
   static void Block(const AttendTile& t, std::int64_t rows_total, std::int64_t qd, const float* qs,
                     float* s, float* alpha, const std::uint8_t* k, std::int64_t k_stride,
                     const std::uint8_t* v, std::int64_t v_stride, std::int64_t tb, std::int64_t kb,
                     const Prefetch& pf) {
+    if (rows_total >= kDequantTileRows) {
+      DequantBlock(t, rows_total, qd, qs, s, alpha, k, k_stride, v, v_stride, tb, kb);
+      return;
+    }
     if (Float::BlockHidden(t, tb, kb)) return;
     const Prefetch none;
     ForEachRowTile<Float::kWideRows, kWideScoreKeys, kScoreKeys, 2>(

@@ -29,6 +29,19 @@ struct KvRun {
   std::int64_t count = 0;
 };
 
+// Quantized tiles of at least this many state rows (prefill) dequantize each
+// block's K and V rows once into scratch and attend them with the float
+// kernel's register tiles: the widening and the scales are then paid once per
+// block, not once per register tile of rows. Decode tiles (G rows) read the
+// rows in place: each widened vector serves all their rows anyway.
+inline constexpr std::int64_t kDequantTileRows = 32;
+
+// The scratch floats that dequantized block takes past the float part.
+constexpr std::int64_t DequantScratchFloats(std::int64_t block, std::int64_t d,
+                                            std::int64_t dv) noexcept {
+  return block * ((d + 15) / 16 * 16 + (dv + 15) / 16 * 16);
+}
+
 struct AttendTile {
   // Equal for f32 / f16 / bf16; both quantized (possibly different) otherwise.
   // Never kI4H: the driver rotates q and the output and hands such rows over as kI4.
@@ -74,7 +87,9 @@ struct AttendTile {
   // Keys per inner block, a multiple of 16 (SdpaTuning::key_block).
   std::int64_t block = 64;
   // 64-byte aligned work space of at least heads * rows * (RoundUp(d, 16) + block + 16)
-  // floats: the scaled queries, the scores of one block, per-row factors.
+  // floats: the scaled queries, the scores of one block, per-row factors; with
+  // quantized K/V and heads * rows >= kDequantTileRows, block * (RoundUp(d, 16) +
+  // RoundUp(dv, 16)) more after them (DequantScratchFloats).
   float* scratch = nullptr;
 
   // Outputs, heads * rows each: m[r], l[r] and acc[r * acc_stride + c], c < dv.

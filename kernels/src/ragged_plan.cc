@@ -93,8 +93,9 @@ Dims DimsOf(const RaggedSdpaShape& s) noexcept {
   Expects(s.q_heads >= 1 && s.kv_heads >= 1 && s.q_heads % s.kv_heads == 0);
   Expects(s.rows >= 0 && s.key_dim >= 1 && s.value_dim >= 1);
   Expects(s.runs >= 0 && s.prefixes >= 0 && s.groups >= 0 && s.keys >= 0);
-  return {s.q_heads,  s.kv_heads, s.q_heads / s.kv_heads, s.rows, s.key_dim, s.value_dim, s.runs,
-          s.prefixes, s.groups,   s.rotated_keys};
+  return {
+      s.q_heads,  s.kv_heads, s.q_heads / s.kv_heads, s.rows,     s.key_dim, s.value_dim, s.runs,
+      s.prefixes, s.groups,   s.rotated_keys,         s.quantized};
 }
 
 Layout MakeLayout(const Dims& dims, const SdpaTuning& tuning, int threads) noexcept {
@@ -105,6 +106,9 @@ Layout MakeLayout(const Dims& dims, const SdpaTuning& tuning, int threads) noexc
   l.tile_rows = dims.group * l.rows_per_tile;
   l.acc_stride = RoundUp(dims.dv, kPad);
   l.scratch_floats = l.tile_rows * (RoundUp(dims.d, kPad) + tuning.key_block + kPad);
+  if (dims.quantized && l.tile_rows >= kDequantTileRows) {
+    l.scratch_floats += DequantScratchFloats(tuning.key_block, dims.d, dims.dv);
+  }
   l.q_floats = dims.rotate_q ? l.tile_rows * RoundUp(dims.d, kPad) : 0;
   l.state_floats = RoundUp(l.tile_rows, kPad) * 2 + l.tile_rows * l.acc_stride;
   // Each row is in at most one group, so in one own pass and at most one prefix pass.

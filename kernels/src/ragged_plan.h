@@ -29,7 +29,8 @@ namespace ringkv::kernels::ragged {
 
 struct Dims {
   std::int64_t hq, hkv, group, n, d, dv, runs, prefixes, groups;
-  bool rotate_q;  // K is kI4H: each task rotates its query rows into worker scratch
+  bool rotate_q;   // K is kI4H: each task rotates its query rows into worker scratch
+  bool quantized;  // K and V quantized: prefill tiles dequantize blocks into scratch
 };
 
 Dims DimsOf(const RaggedSdpaShape& shape) noexcept;

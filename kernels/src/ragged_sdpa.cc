@@ -320,6 +320,7 @@ RaggedSdpaShape ShapeOf(const RaggedSdpaParams& params) noexcept {
   shape.groups = static_cast<std::int64_t>(params.groups.size());
   for (const RaggedRun& run : params.runs) shape.keys += run.count;
   shape.rotated_keys = params.k_dtype == DType::kI4H;
+  shape.quantized = IsQuantized(params.k_dtype);
   return shape;
 }
 

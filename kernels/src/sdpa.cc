@@ -31,6 +31,7 @@ struct Dims {
   std::int64_t batch, hq, hkv, group, seq_l, seq_t, d, dv, segments;
   bool rotate_q;    // K is kI4H: each tile's query rows are rotated into scratch
   bool rotate_out;  // V is kI4H: each output row is rotated back (set by Validate)
+  bool quantized;   // K and V quantized
 };
 
 Dims DimsOf(const SdpaShape& shape) {
@@ -39,7 +40,7 @@ Dims DimsOf(const SdpaShape& shape) {
   Expects(shape.kv_heads >= 1 && shape.q_heads % shape.kv_heads == 0);
   return Dims{shape.batch,    shape.q_heads,      shape.kv_heads, shape.q_heads / shape.kv_heads,
               shape.queries,  shape.keys,         shape.key_dim,  shape.value_dim,
-              shape.segments, shape.rotated_keys, false};
+              shape.segments, shape.rotated_keys, false,          shape.quantized};
 }
 
 Dims Validate(const SdpaParams& p, const KernelTable& table) {
@@ -67,6 +68,7 @@ Dims Validate(const SdpaParams& p, const KernelTable& table) {
   Expects(!IsInt4(kd) || dims.d % kI4Group == 0);
   Expects(!IsInt4(vd) || dims.dv % kI4Group == 0);
   Expects(dims.rotate_q == (kd == DType::kI4H));
+  Expects(dims.quantized == IsQuantized(kd));
   dims.rotate_out = vd == DType::kI4H;
   if (IsQuantized(kd)) {
     for (const KvSegment& seg : p.kv) Expects(seg.k.strides[3] == 1 && seg.v.strides[3] == 1);
@@ -121,6 +123,9 @@ Plan MakePlan(const Dims& dims, const SdpaTuning& tuning, int threads) {
       plan.tile_rows <= tuning.decode_tile_rows ? tuning.decode_key_block : tuning.key_block;
   plan.acc_stride = RoundUp(dims.dv, kPad);
   plan.scratch_floats = plan.tile_rows * (RoundUp(dims.d, kPad) + plan.key_block + kPad);
+  if (dims.quantized && plan.tile_rows >= kDequantTileRows) {
+    plan.scratch_floats += DequantScratchFloats(plan.key_block, dims.d, dims.dv);
+  }
   plan.q_floats = dims.rotate_q ? plan.tile_rows * RoundUp(dims.d, kPad) : 0;
   plan.state_floats = RoundUp(plan.tile_rows, kPad) * 2 + plan.tile_rows * plan.acc_stride;
   const bool split = plan.chunks > 1;
@@ -182,6 +187,7 @@ SdpaShape ShapeOf(const SdpaParams& params) noexcept {
   }
   for (const KvSegment& seg : params.kv) shape.keys += seg.k.shape[2];
   shape.rotated_keys = !params.kv.empty() && params.kv.front().k.dtype == DType::kI4H;
+  shape.quantized = !params.kv.empty() && IsQuantized(params.kv.front().k.dtype);
   return shape;
 }
 

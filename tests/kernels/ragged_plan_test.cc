@@ -227,6 +227,34 @@ TEST(RaggedWorkspaceTest, RotatedKeysAddTheRotatedQueryRowsPerWorker) {
   EXPECT_FALSE(ShapeOf(p.params).rotated_keys);
 }
 
+// Prefill-sized tiles over quantized K/V dequantize each block into scratch
+// (attend_tile.h): exactly DequantScratchFloats more per worker, and nothing for
+// decode tiles.
+TEST(RaggedWorkspaceTest, QuantizedPrefillTilesAddADequantizedBlockPerWorker) {
+  RaggedSdpaShape s{.q_heads = 8,
+                    .kv_heads = 2,
+                    .rows = 64,
+                    .key_dim = 64,
+                    .value_dim = 32,
+                    .runs = 3,
+                    .prefixes = 0,
+                    .groups = 2,
+                    .keys = 900};
+  for (int threads : {1, 2}) {
+    const std::size_t floats = RaggedSdpaWorkspaceBytes(s, threads);
+    s.quantized = true;
+    EXPECT_EQ(
+        RaggedSdpaWorkspaceBytes(s, threads) - floats,
+        static_cast<std::size_t>(threads * DequantScratchFloats(SdpaTuning{}.key_block, 64, 32)) *
+            sizeof(float));
+    s.quantized = false;
+  }
+  s.rows = 2;  // G x 2 = 8 state rows: read in place
+  const std::size_t decode = RaggedSdpaWorkspaceBytes(s, 2);
+  s.quantized = true;
+  EXPECT_EQ(RaggedSdpaWorkspaceBytes(s, 2), decode);
+}
+
 // BM_RaggedDecode's shape: 32 groups x 16 runs of 256 keys, Hq 32 / Hkv 8 / D 128.
 RaggedSdpaShape DecodeShape(I64 keys) {
   return {.q_heads = 32,

@@ -15,9 +15,11 @@
 #include <thread>
 #include <vector>
 
+#include "attend_tile.h"
 #include "ringkv/kernels/sdpa.h"
 #include "ringkv/kernels/thread_pool.h"
 #include "sdpa_run.h"
+#include "sdpa_tuning.h"
 #include "support/own_threads_executor.h"
 #include "support/sdpa_reference.h"
 
@@ -59,6 +61,33 @@ void Make(Problem& p) {
   p.params.kv = p.segments;
   p.params.scale = 1.0f / std::sqrt(static_cast<float>(kD));
   p.params.mask.kind = MaskKind::kCausal;
+}
+
+// Prefill-sized tiles over quantized K/V dequantize each block into scratch
+// (attend_tile.h): exactly DequantScratchFloats more per worker, and nothing for
+// decode tiles.
+TEST(SdpaWorkspaceSizeTest, QuantizedPrefillTilesAddADequantizedBlockPerWorker) {
+  SdpaShape s{.batch = 1,
+              .q_heads = 8,
+              .kv_heads = 2,
+              .queries = 64,
+              .keys = 512,
+              .key_dim = 64,
+              .value_dim = 32,
+              .segments = 1};
+  for (int threads : {1, 2}) {
+    const std::size_t floats = SdpaWorkspaceBytes(s, threads);
+    s.quantized = true;
+    EXPECT_EQ(
+        SdpaWorkspaceBytes(s, threads) - floats,
+        static_cast<std::size_t>(threads * DequantScratchFloats(SdpaTuning{}.key_block, 64, 32)) *
+            sizeof(float));
+    s.quantized = false;
+  }
+  s.queries = 1;  // decode: G = 4 state rows, read in place
+  const std::size_t decode = SdpaWorkspaceBytes(s, 2);
+  s.quantized = true;
+  EXPECT_EQ(SdpaWorkspaceBytes(s, 2), decode);
 }
 
 class SdpaWorkspaceTest : public ::testing::TestWithParam<Isa> {};

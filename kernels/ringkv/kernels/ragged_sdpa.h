@@ -107,6 +107,7 @@ struct RaggedSdpaShape {
   std::int64_t groups = 0;
   std::int64_t keys = 0;      // the sum of every run's count
   bool rotated_keys = false;  // K is kI4H: each worker keeps rotated query rows
+  bool quantized = false;     // K and V quantized (prefill tiles dequantize blocks in scratch)
 };
 
 // The shape of `params` (reads sizes only, never data).

@@ -84,6 +84,7 @@ struct SdpaShape {
   std::int64_t value_dim = 0;  // Dv
   std::int64_t segments = 0;
   bool rotated_keys = false;  // K is kI4H (the query rows are rotated in scratch)
+  bool quantized = false;     // K and V quantized (prefill tiles dequantize blocks in scratch)
 };
 
 // The shape of `params` (reads shapes only, never data).

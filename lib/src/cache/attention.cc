@@ -125,8 +125,9 @@ void Run(const char* function, const Tensor& q, const KvShape& kv, KvSource sour
   shape.key_dim = kv.k_dim;
   shape.value_dim = kv.v_dim;
   shape.segments = segments;
-  shape.rotated_keys =
-      (source.view != nullptr ? source.view->KeyDtype() : source.single->k.dtype) == DType::kI4H;
+  const DType key_dtype = source.view != nullptr ? source.view->KeyDtype() : source.single->k.dtype;
+  shape.rotated_keys = key_dtype == DType::kI4H;
+  shape.quantized = IsQuantized(key_dtype);
   const std::size_t segment_bytes =
       RoundUp(static_cast<std::size_t>(segments) * sizeof(kernels::KvSegment));
   const std::size_t q_bytes =
