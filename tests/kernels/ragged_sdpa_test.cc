@@ -161,23 +161,51 @@ void CheckCases(Isa isa) {
 TEST_P(RaggedSdpaTest, MatchesReferenceOneThread) { CheckCases<1>(GetParam()); }
 TEST_P(RaggedSdpaTest, MatchesReferenceTwoThreads) { CheckCases<2>(GetParam()); }
 
+// The layout the NaN tests poison: one group of 4 rows (G 4) over a 50-key
+// prefix and 30 own keys, the rows seeing [0, 20), [20, 40), [40, 80), [0, 80).
+RaggedCase NaNCase(const char* name, DType k, std::optional<DType> v, I64 dv) {
+  return RaggedCase{.name = name,
+                    .hq = 4,
+                    .hkv = 1,
+                    .d = 32,
+                    .dv = dv,
+                    .dtype = k,
+                    .v_dtype = v,
+                    .prefixes = {{50}},
+                    .groups = {{.prefix = 0,
+                                .own = {30},
+                                .rows = 4,
+                                .ranges = Ranges::kExplicit,
+                                .explicit_ranges = {{0, 20}, {20, 40}, {40, 80}, {0, 80}}}}};
+}
+
+// NaNCase's rows once prefix key 10 (its K) and own key 65 (some V columns)
+// hold NaN: rows 0 and 3 see both (NaN), row 1 neither (finite), row 2 only key
+// 65 (NaN exactly in the columns where nan_in_row2(column)).
+template <class Columns>
+void ExpectNaNRows(const RaggedProblem& p, const RaggedCase& c, const Columns& nan_in_row2) {
+  const RaggedGroup& g = p.groups[0];
+  const auto at = [&](I64 h, I64 row, I64 e) {
+    const I64 r = p.rows[static_cast<std::size_t>(g.first_row + row)];
+    return p.out[static_cast<std::size_t>(h * p.params.out_strides[1] +
+                                          r * p.params.out_strides[2] + e)];
+  };
+  for (I64 h = 0; h < c.hq; ++h) {
+    for (I64 e = 0; e < c.dv; ++e) {
+      EXPECT_TRUE(std::isnan(at(h, 0, e)));
+      EXPECT_TRUE(std::isfinite(at(h, 1, e)));
+      EXPECT_EQ(std::isnan(at(h, 2, e)), nan_in_row2(e));
+      EXPECT_TRUE(std::isnan(at(h, 3, e)));
+    }
+  }
+}
+
 // NaN follows Sdpa's rule per row: a NaN in a key a row sees poisons that row
 // (or the column, for V), a NaN in a key it does not see changes nothing, even
 // when another row of the same group (and tile) sees that key.
 TEST_P(RaggedSdpaTest, NaNOnlyReachesRowsThatSeeIt) {
   const KernelTable& table = *KernelsFor(GetParam());
-  RaggedCase c{.name = "nan",
-               .hq = 4,
-               .hkv = 1,
-               .d = 32,
-               .dv = 16,
-               .dtype = DType::kBF16,
-               .prefixes = {{50}},
-               .groups = {{.prefix = 0,
-                           .own = {30},
-                           .rows = 4,
-                           .ranges = Ranges::kExplicit,
-                           .explicit_ranges = {{0, 20}, {20, 40}, {40, 80}, {0, 80}}}}};
+  const RaggedCase c = NaNCase("nan", DType::kBF16, std::nullopt, 16);
   RaggedProblem p;
   test::MakeRaggedProblem(c, 3, p);
   const float nan = std::numeric_limits<float>::quiet_NaN();
@@ -203,19 +231,7 @@ TEST_P(RaggedSdpaTest, NaNOnlyReachesRowsThatSeeIt) {
   const std::vector<double> want = test::RaggedExpected(p);
   EXPECT_LE(test::RaggedMaxError(p, want), 3e-7);
   // The oracle agrees with the rule: row 1 finite, rows 0 and 3 NaN, row 2 NaN in column 5 only.
-  const auto at = [&](I64 h, I64 row, I64 e) {
-    const I64 r = p.rows[static_cast<std::size_t>(g.first_row + row)];
-    return p.out[static_cast<std::size_t>(h * p.params.out_strides[1] +
-                                          r * p.params.out_strides[2] + e)];
-  };
-  for (I64 h = 0; h < c.hq; ++h) {
-    for (I64 e = 0; e < c.dv; ++e) {
-      EXPECT_TRUE(std::isnan(at(h, 0, e)));
-      EXPECT_TRUE(std::isfinite(at(h, 1, e)));
-      EXPECT_EQ(std::isnan(at(h, 2, e)), e == 5);
-      EXPECT_TRUE(std::isnan(at(h, 3, e)));
-    }
-  }
+  ExpectNaNRows(p, c, [](I64 e) { return e == 5; });
 }
 
 // The same rule for quantized rows, poisoned through a NaN scale: K's row scale
@@ -228,19 +244,7 @@ TEST_P(RaggedSdpaTest, NaNScaleOnlyReachesRowsThatSeeIt) {
        {std::tuple{DType::kI8, DType::kI4, I64{32}},
         std::tuple{DType::kI4H, DType::kI4H, I64{64}}}) {
     SCOPED_TRACE(static_cast<int>(k_dtype));
-    RaggedCase c{.name = "nan_scale",
-                 .hq = 4,
-                 .hkv = 1,
-                 .d = 32,
-                 .dv = 64,
-                 .dtype = k_dtype,
-                 .v_dtype = v_dtype,
-                 .prefixes = {{50}},
-                 .groups = {{.prefix = 0,
-                             .own = {30},
-                             .rows = 4,
-                             .ranges = Ranges::kExplicit,
-                             .explicit_ranges = {{0, 20}, {20, 40}, {40, 80}, {0, 80}}}}};
+    const RaggedCase c = NaNCase("nan_scale", k_dtype, v_dtype, 64);
     RaggedProblem p;
     test::MakeRaggedProblem(c, 3, p);
     const float nan = std::numeric_limits<float>::quiet_NaN();
@@ -264,19 +268,7 @@ TEST_P(RaggedSdpaTest, NaNScaleOnlyReachesRowsThatSeeIt) {
     test::OwnThreadsExecutor<2> executor;
     RunRagged(p.params, table, executor);
     EXPECT_LE(test::RaggedMaxError(p, test::RaggedExpected(p)), 3.5e-7);
-    const auto at = [&](I64 h, I64 row, I64 e) {
-      const I64 r = p.rows[static_cast<std::size_t>(g.first_row + row)];
-      return p.out[static_cast<std::size_t>(h * p.params.out_strides[1] +
-                                            r * p.params.out_strides[2] + e)];
-    };
-    for (I64 h = 0; h < c.hq; ++h) {
-      for (I64 e = 0; e < c.dv; ++e) {
-        EXPECT_TRUE(std::isnan(at(h, 0, e)));
-        EXPECT_TRUE(std::isfinite(at(h, 1, e)));
-        EXPECT_EQ(std::isnan(at(h, 2, e)), e < nan_columns);
-        EXPECT_TRUE(std::isnan(at(h, 3, e)));
-      }
-    }
+    ExpectNaNRows(p, c, [&](I64 e) { return e < nan_columns; });
   }
 }
 

@@ -128,8 +128,8 @@ TEST_F(QuantizedSequenceFile, StoredRowsComeBackBitForBit) {
   const std::vector<Position> next{30, 30};
   const std::vector<SequenceId> both{2, 6};
   global_.StartForward(Batch{next, both});
-  const BatchHistory history = global_.Update(0, Kv(next, 0, kKeyDim, 0.0f),
-                                              Kv(next, 0, kValueDim, 0.5f));
+  const BatchHistory history =
+      global_.Update(0, Kv(next, 0, kKeyDim, 0.0f), Kv(next, 0, kValueDim, 0.5f));
   EXPECT_EQ(history.VisibleKeys(1).ToVector(), history.VisibleKeys(0).ToVector());
   EXPECT_EQ(history.VisibleValues(1).ToVector(), history.VisibleValues(0).ToVector());
   EXPECT_EQ(other_global.SequencePositions(1), global_.SequencePositions(2));
@@ -151,8 +151,9 @@ TEST_F(QuantizedSequenceFile, PoolsOfOtherDtypesRefuseTheFileNamingBoth) {
             std::string::npos);
   CausalCacheOptions f16 = Pool(2, DType::kF16, DType::kF16, 4, kWindow);
   const std::string message = refusal(f16);
-  EXPECT_NE(message.find("caches[0].dtype is int8 keys / int4h values in the file, f16 in the pool"),
-            std::string::npos)
+  EXPECT_NE(
+      message.find("caches[0].dtype is int8 keys / int4h values in the file, f16 in the pool"),
+      std::string::npos)
       << message;
 }
 
@@ -164,27 +165,8 @@ TEST_F(QuantizedSequenceFile, EveryFlippedByteAndEveryTruncationIsRefused) {
   SaveSequence(dir_.File("small.safetensors"), save, 0, tokens, {});
   const std::vector<std::byte> valid = ReadBytes(dir_.File("small.safetensors"));
   CausalCache* load[] = {&small};
-  const auto refusal = [&](const std::vector<std::byte>& file) -> std::string {
-    try {
-      (void)LoadSequenceFromMemory(file, load, 1);
-    } catch (const SnapshotError& e) {
-      return e.what();
-    }
-    return "(loaded)";
-  };
-  for (std::size_t i = 0; i < valid.size(); ++i) {
-    std::vector<std::byte> file = valid;
-    file[i] ^= std::byte{0x01};
-    const std::string what = refusal(file);
-    ASSERT_EQ(what.rfind("[LoadSequence] ", 0), 0u) << "byte " << i << ": " << what;
-  }
-  for (std::size_t size = 0; size < valid.size(); ++size) {
-    const std::string what =
-        refusal(std::vector<std::byte>(valid.begin(), valid.begin() + static_cast<long>(size)));
-    ASSERT_EQ(what.rfind("[LoadSequence] ", 0), 0u) << "size " << size << ": " << what;
-  }
-  EXPECT_TRUE(small.SequencePositions(1).empty());
-  ASSERT_EQ(refusal(valid), "(loaded)");
+  ExpectEveryFlipAndTruncationRefused(valid, load, 1);
+  ASSERT_EQ(SequenceLoadRefusal(valid, load, 1), "(loaded)");
   EXPECT_EQ(Rows(small, 1), Rows(small, 0));
 }
 

@@ -11,10 +11,13 @@
 #include <cstdint>
 #include <cstring>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "../../lib/src/prompt/sequence_snapshot_access.h"
 #include "ringkv/causal_cache.h"
+#include "ringkv/error.h"
+#include "ringkv/sequence_file.h"
 
 namespace ringkv::test {
 
@@ -121,6 +124,35 @@ inline void ExpectHolds(const CausalCache& cache, SequenceId seq, std::span<cons
         SameBytes(detail::SequenceValues(*snapshot, l), ModelKv(tokens, positions, l, true)))
         << "seq " << seq << " layer " << l << " values";
   }
+}
+
+// LoadSequenceFromMemory(file, caches, dst)'s refusal, or "(loaded)".
+inline std::string SequenceLoadRefusal(std::span<const std::byte> file,
+                                       std::span<CausalCache* const> caches, SequenceId dst) {
+  try {
+    (void)LoadSequenceFromMemory(file, caches, dst);
+  } catch (const SnapshotError& e) {
+    return e.what();
+  }
+  return "(loaded)";
+}
+
+// Every file that differs from `valid` in one bit of one byte, and every
+// truncation of it, is refused by name, leaving dst empty.
+inline void ExpectEveryFlipAndTruncationRefused(const std::vector<std::byte>& valid,
+                                                std::span<CausalCache* const> caches,
+                                                SequenceId dst) {
+  for (std::size_t i = 0; i < valid.size(); ++i) {
+    std::vector<std::byte> file = valid;
+    file[i] ^= std::byte{0x01};
+    const std::string what = SequenceLoadRefusal(file, caches, dst);
+    ASSERT_EQ(what.rfind("[LoadSequence] ", 0), 0u) << "byte " << i << ": " << what;
+  }
+  for (std::size_t size = 0; size < valid.size(); ++size) {
+    const std::string what = SequenceLoadRefusal(std::span(valid).first(size), caches, dst);
+    ASSERT_EQ(what.rfind("[LoadSequence] ", 0), 0u) << "size " << size << ": " << what;
+  }
+  for (const CausalCache* cache : caches) EXPECT_TRUE(cache->SequencePositions(dst).empty());
 }
 
 }  // namespace ringkv::test

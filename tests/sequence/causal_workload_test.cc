@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -459,6 +460,22 @@ class Workload {
   int shared_prefixes_ = 0;
 };
 
+// A quantized pool's configuration: window and chunk as {window, chunk}.
+Config Quantized(const char* name, DType keys, DType values, std::int64_t block_tokens,
+                 std::array<Position, 2> window_chunk, std::int64_t dim, std::int64_t value_dim,
+                 double tolerance) {
+  return Config{.name = name,
+                .dtype = keys,
+                .block_tokens = block_tokens,
+                .window = window_chunk[0],
+                .memory = 0,
+                .chunk = window_chunk[1],
+                .tolerance = tolerance,
+                .value_dtype = values,
+                .dim = dim,
+                .value_dim = value_dim};
+}
+
 class CausalWorkloadTest : public ::testing::TestWithParam<Config> {};
 
 TEST_P(CausalWorkloadTest, EveryRowMatchesAFloat64RecomputeOverItsVisibleTokens) {
@@ -466,45 +483,17 @@ TEST_P(CausalWorkloadTest, EveryRowMatchesAFloat64RecomputeOverItsVisibleTokens)
   workload.Run(400);
 }
 
-INSTANTIATE_TEST_SUITE_P(Configs, CausalWorkloadTest,
-                         ::testing::Values(Config{"f32_full", DType::kF32, 4, 0, 0, 0},
-                                           Config{"f16_window", DType::kF16, 8, 6, 0, 0},
-                                           Config{"bf16_window_memory", DType::kBF16, 4, 5, 12, 0},
-                                           Config{"f32_chunk", DType::kF32, 16, 0, 0, 7},
-                                           Config{"f16_window_chunk", DType::kF16, 4, 9, 0, 4},
-                                           Config{.name = "int8_full",
-                                                  .dtype = DType::kI8,
-                                                  .block_tokens = 4,
-                                                  .window = 0,
-                                                  .memory = 0,
-                                                  .chunk = 0,
-                                                  .tolerance = 5e-6,
-                                                  .value_dtype = DType::kI8,
-                                                  .dim = 32,
-                                                  .value_dim = 32},
-                                           Config{.name = "int4h_k_int8_v_window",
-                                                  .dtype = DType::kI4H,
-                                                  .block_tokens = 8,
-                                                  .window = 6,
-                                                  .memory = 0,
-                                                  .chunk = 0,
-                                                  .tolerance = 5e-6,
-                                                  .value_dtype = DType::kI8,
-                                                  .dim = 64,
-                                                  .value_dim = 24},
-                                           Config{.name = "int8_k_int4_v_chunk",
-                                                  .dtype = DType::kI8,
-                                                  .block_tokens = 16,
-                                                  .window = 0,
-                                                  .memory = 0,
-                                                  .chunk = 7,
-                                                  .tolerance = 2e-6,
-                                                  .value_dtype = DType::kI4,
-                                                  .dim = 16,
-                                                  .value_dim = 32}),
-                         [](const ::testing::TestParamInfo<Config>& param) {
-                           return std::string(param.param.name);
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Configs, CausalWorkloadTest,
+    ::testing::Values(
+        Config{"f32_full", DType::kF32, 4, 0, 0, 0}, Config{"f16_window", DType::kF16, 8, 6, 0, 0},
+        Config{"bf16_window_memory", DType::kBF16, 4, 5, 12, 0},
+        Config{"f32_chunk", DType::kF32, 16, 0, 0, 7},
+        Config{"f16_window_chunk", DType::kF16, 4, 9, 0, 4},
+        Quantized("int8_full", DType::kI8, DType::kI8, 4, {0, 0}, 32, 32, 5e-6),
+        Quantized("int4h_k_int8_v_window", DType::kI4H, DType::kI8, 8, {6, 0}, 64, 24, 5e-6),
+        Quantized("int8_k_int4_v_chunk", DType::kI8, DType::kI4, 16, {0, 7}, 16, 32, 2e-6)),
+    [](const ::testing::TestParamInfo<Config>& param) { return std::string(param.param.name); });
 
 }  // namespace
 }  // namespace ringkv
