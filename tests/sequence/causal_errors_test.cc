@@ -267,6 +267,8 @@ TEST(CausalOptionsTest, InconsistentOptionsAreNamed) {
   ExpectMessage(error([](CausalCacheOptions& o) { o.kv_heads = -2; }), {"options.kv_heads is -2"});
   ExpectMessage(error([](CausalCacheOptions& o) { o.key_dim = 0; }), {"options.key_dim is 0"});
   ExpectMessage(error([](CausalCacheOptions& o) { o.value_dim = 0; }), {"options.value_dim is 0"});
+  ExpectMessage(error([](CausalCacheOptions& o) { o.key_dim = std::int64_t{1} << 40; }),
+                {"options.key_dim is 1099511627776, at most 2147483647"});
   ExpectMessage(error([](CausalCacheOptions& o) { o.block_tokens = 0; }),
                 {"options.block_tokens is 0"});
   ExpectMessage(error([](CausalCacheOptions& o) { o.max_sequences = 0; }),

@@ -71,6 +71,14 @@ ResolvedCausalOptions ResolveCausalOptions(CausalCacheOptions options) {
   RequirePositive("kv_heads", options.kv_heads);
   RequirePositive("key_dim", options.key_dim);
   RequirePositive("value_dim", options.value_dim);
+  // Head dims this large are mistakes, and capping them keeps the row sizes below in range.
+  for (const auto& [field, dim] :
+       {std::pair{"key_dim", options.key_dim}, std::pair{"value_dim", options.value_dim}}) {
+    if (dim > std::numeric_limits<std::int32_t>::max()) {
+      throw Error(fmt::format("[{}] options.{} is {}, at most {}", kFunction, field, dim,
+                              std::numeric_limits<std::int32_t>::max()));
+    }
+  }
   CheckStorage(options);
   RequirePositive("block_tokens", options.block_tokens);
   if (options.block_tokens > std::numeric_limits<std::int32_t>::max()) {
