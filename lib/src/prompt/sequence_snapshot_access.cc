@@ -7,6 +7,7 @@
 #include <gsl/assert>
 
 #include "../sequence/block_refs.h"
+#include "../sequence/causal_options.h"
 #include "../sequence/causal_snapshot.h"
 #include "cache/stored_rows.h"
 #include "ringkv/tensor_ops.h"
@@ -81,10 +82,7 @@ std::unique_ptr<SequenceSnapshot> SequenceFromRows(const CausalCacheOptions& opt
                                                    std::span<const Position> positions,
                                                    std::span<const std::vector<std::byte>> keys,
                                                    std::span<const std::vector<std::byte>> values) {
-  const PoolLayout layout{options.dtype,       options.value_dtype.value_or(options.dtype),
-                          options.layers,      options.kv_heads,
-                          options.key_dim,     options.value_dim,
-                          options.block_tokens};
+  const PoolLayout layout = PoolLayoutOf(options);
   Expects(IsQuantized(layout.key_dtype) && !positions.empty());
   Expects(keys.size() == static_cast<std::size_t>(layout.layers) && values.size() == keys.size());
   const auto n = static_cast<std::int64_t>(positions.size());

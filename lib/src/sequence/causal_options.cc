@@ -114,15 +114,13 @@ ResolvedCausalOptions ResolveCausalOptions(CausalCacheOptions options) {
   }
 
   ResolvedCausalOptions resolved;
-  const DType value_dtype = options.value_dtype.value_or(options.dtype);
-  resolved.layout =
-      PoolLayout{options.dtype,   value_dtype,       options.layers,      options.kv_heads,
-                 options.key_dim, options.value_dim, options.block_tokens};
+  resolved.layout = PoolLayoutOf(options);
   // Stored rows include their scales (stored_rows.h), so this is the pool's true price.
+  const PoolLayout& layout = resolved.layout;
   const std::int64_t row_bytes =
       Times(options.kv_heads,
-            static_cast<std::int64_t>(StoredRowBytes(options.dtype, options.key_dim)) +
-                static_cast<std::int64_t>(StoredRowBytes(value_dtype, options.value_dim)),
+            static_cast<std::int64_t>(StoredRowBytes(layout.key_dtype, layout.key_dim)) +
+                static_cast<std::int64_t>(StoredRowBytes(layout.value_dtype, layout.value_dim)),
             "bytes per token");
   const std::int64_t per_token = Times(row_bytes, options.layers, "bytes per token");
   const std::int64_t block_bytes = Times(per_token, options.block_tokens, "bytes per block");
@@ -145,6 +143,13 @@ ResolvedCausalOptions ResolveCausalOptions(CausalCacheOptions options) {
   resolved.capacity_blocks = blocks;
   resolved.options = std::move(options);
   return resolved;
+}
+
+PoolLayout PoolLayoutOf(const CausalCacheOptions& options) noexcept {
+  return PoolLayout{options.dtype,       options.value_dtype.value_or(options.dtype),
+                    options.layers,      options.kv_heads,
+                    options.key_dim,     options.value_dim,
+                    options.block_tokens};
 }
 
 }  // namespace ringkv::detail

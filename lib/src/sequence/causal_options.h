@@ -18,4 +18,7 @@ struct ResolvedCausalOptions {
 // Throws ringkv::Error naming the field and its value for inconsistent options.
 ResolvedCausalOptions ResolveCausalOptions(CausalCacheOptions options);
 
+// The block layout of a pool with (checked) `options`.
+PoolLayout PoolLayoutOf(const CausalCacheOptions& options) noexcept;
+
 }  // namespace ringkv::detail
