@@ -48,8 +48,9 @@ enum class ForwardMode : std::uint8_t {
 // Called by Remove when tokens after the removed range move down by `delta`
 // (< 0) positions: re-rotates their keys (e.g. RoPE by delta) in place.
 // `keys` is a writable [1, Hkv, n, D] tensor of the layer's moved keys in the
-// cache's dtype, `positions` their new positions (n entries). It may throw: the
-// Remove then fails and changes nothing.
+// cache's dtype (f32, dequantised, when the keys are stored quantized; they are
+// requantized after), `positions` their new positions (n entries). It may throw:
+// the Remove then fails and changes nothing.
 struct ShiftRequest {
   int layer = 0;
   Tensor& keys;
