@@ -19,24 +19,19 @@
 namespace ringkv::test {
 namespace {
 
-constexpr std::int64_t kHeads = 2;
+constexpr std::int64_t kHeads = kSeqHeads;
 constexpr std::int64_t kKeyDim = 32;
 constexpr std::int64_t kValueDim = 64;
 constexpr Position kWindow = 8;
 
+// The sequence tests' pool, with head dims int4 can hold and quantized storage.
 CausalCacheOptions Pool(int layers, DType keys, DType values, std::int64_t block_tokens,
                         Position window = 0) {
-  CausalCacheOptions o;
-  o.layers = layers;
-  o.kv_heads = kHeads;
+  CausalCacheOptions o = SeqOptions(layers, 64 * block_tokens, block_tokens, 4, window);
   o.key_dim = kKeyDim;
   o.value_dim = kValueDim;
   o.dtype = keys;
   if (values != keys) o.value_dtype = values;
-  o.capacity_tokens = 64 * block_tokens;
-  o.block_tokens = block_tokens;
-  o.max_sequences = 4;
-  o.window = window;
   return o;
 }
 

@@ -72,7 +72,12 @@ Tensor Visible(const BatchHistory& history, std::int64_t row, Side side, const c
   const std::int64_t lo = group == nullptr ? 0 : plan->row_lo[r];
   const std::int64_t hi = group == nullptr ? 0 : std::max(lo, plan->row_hi[r]);
   Tensor out = Tensor::Zeros(element, {1, heads, hi - lo, columns});
-  if (hi == lo) return IsQuantized(dtype) ? Tensor::Zeros(DType::kF32, {1, heads, 0, dim}) : out;
+  // A float side as stored; a quantized one's carrier rows dequantised.
+  const auto as_read = [&](const Tensor& stored) {
+    return IsQuantized(dtype) ? detail::LoadRows(stored, dtype, dim, kernels::BestKernels())
+                              : stored;
+  };
+  if (hi == lo) return as_read(out);
 
   // The group's list: its prefix's runs, then its own.
   std::array<std::span<const kernels::RaggedRun>, 2> lists{};
@@ -106,8 +111,7 @@ Tensor Visible(const BatchHistory& history, std::int64_t row, Side side, const c
       first += run.count;
     }
   }
-  if (!IsQuantized(dtype)) return out;
-  return detail::LoadRows(out, dtype, dim, kernels::BestKernels());
+  return as_read(out);
 }
 
 }  // namespace
