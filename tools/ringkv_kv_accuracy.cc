@@ -93,8 +93,13 @@ class CaptureBackend final : public ringkv::model::AttentionBackend {
   void Attend(int layer, const Tensor& q, const Tensor& k, const Tensor& v, float scale,
               Context& ctx, Tensor& out, ringkv::model::ForwardStats& /*stats*/) override {
     const std::int64_t t = q.Dim(2);
+    // Copies, not views: the forward pass's tensors may live in its scratch, and
+    // Contiguous() keeps a one-row slice as the view it already is.
+    const Tensor last = q.Slice(2, t - queries_, t);
     cases.push_back({fmt::format("tiny model layer {}", layer),
-                     q.Slice(2, t - queries_, t).Contiguous(), k.Contiguous(), v.Contiguous()});
+                     Tensor::FromVector(last.ToVector(), last.GetShape()),
+                     Tensor::FromVector(k.ToVector(), k.GetShape()),
+                     Tensor::FromVector(v.ToVector(), v.GetShape())});
     ringkv::model::AttendFull(q, k, v, ringkv::AttentionMask::Causal(), scale, ctx, out);
   }
   std::vector<AttentionCase> cases;
