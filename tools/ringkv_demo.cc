@@ -251,6 +251,7 @@ ringkv::model::DemoReport Demo::Run() {
   ringkv::model::DemoReport r;
   r.config = o_.model;
   r.isa = std::string(ringkv::kernels::IsaName(ctx_.Tier()));
+  r.logit_tolerance = ringkv::model::LogitTolerance(o_.model.kv_dtype, ctx_.Tier());
   r.threads = ctx_.Threads();
   const int vocab = o_.model.vocab;
 

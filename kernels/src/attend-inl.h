@@ -30,7 +30,7 @@ constexpr float kAttendNegInf = -__builtin_inff();
 // instances (xsimd::constants::maxlog<float>() ...) in every ISA object, which
 // the linkage rule forbids (tools/check_isa_linkage.sh).
 template <class Arch>
-FloatBatch<Arch> ExpNonPositive(const FloatBatch<Arch>& x) {
+__attribute__((always_inline)) inline FloatBatch<Arch> ExpNonPositive(const FloatBatch<Arch>& x) {
   using B = FloatBatch<Arch>;
   using U = xsimd::batch<std::uint32_t, Arch>;
   // select and the 1.5 * 2^23 rounding trick rather than xsimd::max / floor:

@@ -13,8 +13,12 @@
 // nibbles (odd values); the kernel keeps the queries (int4 K) and the
 // accumulator (int4 V) in that order within each span of 2 * batch values, so no
 // lane shuffles are needed, and puts the accumulator back in order at the end.
+// Decode tiles (fewer than kDequantTileRows rows) do both int8 steps in
+// integers instead (I16Dot, pmaddwd: twice the multiply-adds of an f32 FMA on
+// the same port), see "Integer decode" below.
 // Everything lives in an anonymous namespace (internal linkage, see
 // simd_compat-inl.h).
+#include <climits>
 #include <cstdint>
 
 #include "attend-inl.h"
@@ -142,7 +146,28 @@ struct QuantAttender {
   __attribute__((always_inline)) static void PrefetchRows(const Prefetch& pf, std::int64_t j0,
                                                           std::int64_t count) {
     if (pf.k == nullptr) return;
-    for (std::int64_t j = j0; j < j0 + count && j < pf.rows; ++j) {
+    const std::int64_t end = j0 + count < pf.rows ? j0 + count : pf.rows;
+    if (j0 < end && pf.k_stride == pf.k_bytes && pf.v_stride == pf.v_bytes) {
+      // Packed rows: each line of the span once, K kAhead rows ahead of the
+      // scores (docs/benchmarks.md, "integer decode": no slower than K rows
+      // just before their use; the noise of the shared host hid any gain).
+      const auto line = [](const std::uint8_t* p) {
+        return reinterpret_cast<const std::uint8_t*>(reinterpret_cast<std::uintptr_t>(p) &
+                                                     ~std::uintptr_t{63});
+      };
+      constexpr std::int64_t kAhead = 8;
+      const std::int64_t k0 = j0 == 0 ? 0 : j0 + kAhead;
+      std::int64_t k1 = end + kAhead;
+      k1 = k1 < pf.rows ? k1 : pf.rows;
+      const std::uint8_t* const k_end = pf.k + k1 * pf.k_stride;
+      for (const std::uint8_t* p = line(pf.k + k0 * pf.k_stride); p < k_end; p += 64)
+        __builtin_prefetch(p);
+      const std::uint8_t* const v_end = pf.v + end * pf.v_stride;
+      for (const std::uint8_t* p = line(pf.v + j0 * pf.v_stride); p < v_end; p += 64)
+        __builtin_prefetch(p);
+      return;
+    }
+    for (std::int64_t j = j0; j < end; ++j) {
       const std::uint8_t* kr = pf.k + j * pf.k_stride;
       const std::uint8_t* vr = pf.v + j * pf.v_stride;
       for (std::int64_t c = 0; c < pf.k_bytes; c += 64) __builtin_prefetch(kr + c);
@@ -174,17 +199,331 @@ struct QuantAttender {
     }
   }
 
-  // int8 V: p[r][j] *= scale_j, except hidden keys (p = -0.0), which must stay
-  // marked so that not even a NaN scale reaches the row.
-  static void FoldVScales(const AttendTile& t, std::int64_t rows_total, float* s,
-                          const std::uint8_t* v, std::int64_t v_stride, std::int64_t kb) {
-    for (std::int64_t j = 0; j < kb; ++j) {
-      const float sc = Scale(v + j * v_stride + t.dv);
-      for (std::int64_t r = 0; r < rows_total; ++r) {
-        float& p = s[r * t.block + j];
-        if (!Float::IsHidden(p)) p *= sc;
+  // ---- Integer decode ----
+  // Scores (int8 K): each scaled query row is rounded to int16 with its own
+  // scale (max |q| -> QueryRange), so s_j = (sum_c q16_c q8_jc) qscale scale_j.
+  // Values (int8 V): each row's folded weights w_j = p_j scale_j of a block are
+  // rounded the same way (max |w| -> WeightRange), and
+  // acc = acc alpha + wscale sum_j w16_j q8_j, two keys per multiply-add.
+  // Either rounding moves a term by at most 2^-16 of the row's largest one
+  // (docs/quantized_kv.md has the error measured against f64). Queries or
+  // weights that are not all finite take the float steps, so NaN and Inf
+  // propagate exactly as there. The ranges keep every int32 sum exact: |q8|,
+  // |v8| <= 128.
+  using Dot = I16Dot<Arch>;
+  using I = I32Batch<Arch>;
+  static constexpr std::int64_t kL = Dot::kLanes;  // int16 values per register
+  // Keys per register tile of 4 rows: 4 x 2 accumulators, 2 K vectors and a q
+  // vector fit AVX2's 16 registers (4 x 3 spilled accumulators to the stack).
+  static constexpr int kIntScoreKeys = 2;
+
+  static float QueryRange(std::int64_t d) {
+    const std::int64_t fit = 2147483647 / (128 * (d > 0 ? d : 1));
+    return static_cast<float>(fit < 32767 ? fit : 32767);
+  }
+  static float WeightRange(std::int64_t kb_pad) {
+    const std::int64_t fit = 2147483647 / (128 * kb_pad);
+    return static_cast<float>(fit < 32767 ? fit : 32767);
+  }
+
+  // What the decode path of a tile uses; scores / values false: the float step.
+  struct IntDecode {
+    bool scores = false;
+    bool values = false;
+    const std::int16_t* q = nullptr;  // row r at q + r * q_stride
+    std::int64_t q_stride = 0;
+    float* qscale = nullptr;  // [rows_total]
+    float* wscale = nullptr;  // [rows_total]: max |w| of the block, then its scale
+  };
+
+  static void StoreI16(std::int16_t value, float* base, std::int64_t index) {
+    __builtin_memcpy(reinterpret_cast<unsigned char*>(base) + 2 * index, &value, sizeof value);
+  }
+  static std::int32_t LoadI16(const std::int16_t* p) {
+    std::int16_t value;
+    __builtin_memcpy(&value, p, sizeof value);
+    return value;
+  }
+
+  // Rounds each scaled query row in place to int16 (its first 2 d bytes; a value
+  // is read before any write reaches it), qscale[r] its scale. False, qs as it
+  // was, when a value is not finite.
+  static bool QuantizeQueries(std::int64_t rows_total, std::int64_t d, std::int64_t qd, float* qs,
+                              float* qscale) {
+    for (std::int64_t r = 0; r < rows_total; ++r) {
+      const float* row = qs + r * qd;
+      float amax = 0.0f;
+      for (std::int64_t c = 0; c < d; ++c) {
+        const float a = __builtin_fabsf(row[c]);
+        if (!(a <= __FLT_MAX__)) return false;
+        amax = a > amax ? a : amax;
+      }
+      qscale[r] = amax;
+    }
+    const float range = QueryRange(d);
+    for (std::int64_t r = 0; r < rows_total; ++r) {
+      float* row = qs + r * qd;
+      const float inv = qscale[r] > 0.0f ? range / qscale[r] : 0.0f;
+      for (std::int64_t c = 0; c < d; ++c) {
+        float x = __builtin_rintf(row[c] * inv);
+        x = x > range ? range : x < -range ? -range : x;
+        StoreI16(static_cast<std::int16_t>(x), row, c);
+      }
+      qscale[r] /= range;
+    }
+    return true;
+  }
+
+  // out[r * out_stride + j] = q16_r . q8_j for R int16 query rows and K int8
+  // keys, unscaled (ScaleScores applies the scales to the whole block).
+  template <int R, int K>
+  __attribute__((always_inline)) static void IntDots(const std::int16_t* q, std::int64_t q_stride,
+                                                     const std::uint8_t* k, std::int64_t k_stride,
+                                                     std::int64_t d, float* out,
+                                                     std::int64_t out_stride) {
+    constexpr int kRK = R * K;
+    I acc[static_cast<std::size_t>(kRK)];
+#pragma GCC unroll 32
+    for (int a = 0; a < kRK; ++a) acc[a] = I(0);
+    const std::int64_t d_vec = d - d % kL;
+    for (std::int64_t c = 0; c < d_vec; c += kL) {
+      I kv[static_cast<std::size_t>(K)];
+#pragma GCC unroll 16
+      for (int j = 0; j < K; ++j) kv[j] = Dot::WidenI8(k + j * k_stride + c);
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) {
+        // q loaded once for the K keys (Zen 3 loads two 256-bit operands a
+        // cycle); every sum pinned after its update, or GCC issues all R x K
+        // multiply-adds first and spills accumulators to the stack.
+        typename I::register_type qv = Dot::Load(q + r * q_stride + c);
+        PinToVectorRegister(qv);
+#pragma GCC unroll 16
+        for (int j = 0; j < K; ++j) {
+          typename I::register_type sum = acc[r * K + j] + Dot::Madd(kv[j], I(qv));
+          PinToVectorRegister(sum);
+          acc[r * K + j] = sum;
+        }
       }
     }
+    B wide[static_cast<std::size_t>(kRK)];
+#pragma GCC unroll 32
+    for (int a = 0; a < kRK; ++a) wide[a] = xsimd::batch_cast<float>(acc[a]);
+    alignas(64) float sums[static_cast<std::size_t>((kRK + kN - 1) / kN * kN)];
+    ReduceTile<kRK>(wide, sums);
+    for (std::int64_t c = d_vec; c < d; ++c) {
+      for (int j = 0; j < K; ++j) {
+        const auto kc = static_cast<float>(static_cast<std::int8_t>(k[j * k_stride + c]));
+        for (int r = 0; r < R; ++r) {
+          sums[r * K + j] += static_cast<float>(LoadI16(q + r * q_stride + c)) * kc;
+        }
+      }
+    }
+    for (int r = 0; r < R; ++r) __builtin_memcpy(out + r * out_stride, sums + r * K, K * 4);
+  }
+
+  // Byte offsets of kN consecutive rows stride apart, for ScalesOf; gather false
+  // when the last one would not fit an int32 (ScalesOf then loads lane by lane).
+  struct RowOffsets {
+    I at = I(0);
+    bool gather = false;
+  };
+  static RowOffsets OffsetsOf(std::int64_t stride) {
+    alignas(64) static constexpr std::int32_t kIota[16] = {0, 1, 2,  3,  4,  5,  6,  7,
+                                                           8, 9, 10, 11, 12, 13, 14, 15};
+    RowOffsets o;
+    if (stride <= 0 || stride > 2147483647 / (2 * kN)) return o;
+    o.at = I::load_aligned(kIota) * I(static_cast<std::int32_t>(stride));
+    o.gather = true;
+    return o;
+  }
+
+  // The scales of rows j .. j + kN - 1 (row i's at base + i * stride), 0 for rows
+  // past kb - 1.
+  static B ScalesOf(const std::uint8_t* base, std::int64_t stride, const RowOffsets& o,
+                    std::int64_t j, std::int64_t kb) {
+    if (o.gather && j + kN <= kb) return GatherF32Bytes<Arch>(base + j * stride, o.at);
+    alignas(64) float sc[static_cast<std::size_t>(kN)];
+    for (std::int64_t i = 0; i < kN; ++i)
+      sc[i] = j + i < kb ? Scale(base + (j + i) * stride) : 0.0f;
+    return B::load_aligned(sc);
+  }
+
+  // s[r][j] *= qscale[r] scale_j over the block: the scales IntDots leaves out.
+  static void ScaleScores(const AttendTile& t, std::int64_t rows_total, const float* qscale,
+                          const std::uint8_t* k, std::int64_t k_stride, std::int64_t kb, float* s) {
+    const RowOffsets o = OffsetsOf(k_stride);
+    for (std::int64_t j = 0; j < kb; j += kN) {
+      const B scale = ScalesOf(k + t.d, k_stride, o, j, kb);
+      for (std::int64_t r = 0; r < rows_total; ++r) {
+        float* at = s + r * t.block + j;
+        (B::load_unaligned(at) * (scale * B(qscale[r]))).store_unaligned(at);
+      }
+    }
+  }
+
+  template <int R, int K>
+  static void IntScoreRows(const std::int16_t* q, std::int64_t q_stride, const std::uint8_t* k,
+                           std::int64_t k_stride, std::int64_t kb, std::int64_t d, float* s,
+                           std::int64_t s_stride, const Prefetch& pf) {
+    std::int64_t j = 0;
+    for (; j + K <= kb; j += K) {
+      PrefetchRows(pf, j, K);
+      IntDots<R, K>(q, q_stride, k + j * k_stride, k_stride, d, s + j, s_stride);
+    }
+    if constexpr (K > 2) {
+      if (j + 2 <= kb) {
+        PrefetchRows(pf, j, 2);
+        IntDots<R, 2>(q, q_stride, k + j * k_stride, k_stride, d, s + j, s_stride);
+        j += 2;
+      }
+    }
+    for (; j < kb; ++j) {
+      PrefetchRows(pf, j, 1);
+      IntDots<R, 1>(q, q_stride, k + j * k_stride, k_stride, d, s + j, s_stride);
+    }
+  }
+
+  // Rounds each row's folded weights (FoldVScales) in place to int16, over the
+  // padded block (padding weights are 0); wscale[r]: max |w| in, scale out.
+  static void QuantizeWeights(const AttendTile& t, std::int64_t rows_total, float* s,
+                              std::int64_t kb_pad, float* wscale) {
+    const float range = WeightRange(kb_pad);
+    for (std::int64_t r = 0; r < rows_total; ++r) {
+      float* row = s + r * t.block;
+      const float inv = wscale[r] > 0.0f ? range / wscale[r] : 0.0f;
+      wscale[r] /= range;
+      // 2 kN floats in, 2 kN int16 out at half the offset: all of a step's
+      // floats are loaded before its store, which reaches only floats already read.
+      for (std::int64_t j = 0; j < kb_pad; j += 2 * kN) {
+        const I lo = QuantizeBatch<Arch>(B::load_unaligned(row + j), inv, range);
+        const I hi = j + kN < kb_pad
+                         ? QuantizeBatch<Arch>(B::load_unaligned(row + j + kN), inv, range)
+                         : I(0);
+        Dot::Narrow(lo, hi).store_unaligned(
+            reinterpret_cast<std::int32_t*>(reinterpret_cast<unsigned char*>(row) + 2 * j));
+      }
+    }
+  }
+
+  // acc_r = acc_r alpha_r + wscale_r sum_j w16[r][j] v_j, VC registers of Dv
+  // (kL values each) at a time: V rows j and j + 1 widened, interleaved, and
+  // multiplied with the row's weight pair in one pmaddwd.
+  template <int R, int VC>
+  __attribute__((always_inline)) static std::int64_t IntAccumulateChunks(
+      const std::int16_t* w, std::int64_t w_stride, const float* alpha, const float* wscale,
+      const std::uint8_t* v, std::int64_t v_stride, std::int64_t kb, std::int64_t c,
+      std::int64_t dv, float* acc, std::int64_t acc_stride) {
+    for (; c + VC * kL <= dv; c += VC * kL) {
+      I lo[static_cast<std::size_t>(R * VC)];
+      I hi[static_cast<std::size_t>(R * VC)];
+#pragma GCC unroll 16
+      for (int a = 0; a < R * VC; ++a) lo[a] = hi[a] = I(0);
+      // Keys j and j + 1 (vb = va for a last, odd key: its pair weight is 0).
+      const auto pair_step = [&](const std::uint8_t* va, const std::uint8_t* vb, std::int64_t j)
+          __attribute__((always_inline)) {
+#pragma GCC unroll 16
+        for (int x = 0; x < VC; ++x) {
+          const I a = Dot::WidenI8(va + x * kL);
+          const I b = Dot::WidenI8(vb + x * kL);
+          const I il = Dot::InterleaveLo(a, b);
+          const I ih = Dot::InterleaveHi(a, b);
+#pragma GCC unroll 16
+          for (int r = 0; r < R; ++r) {
+            const I pair = Dot::BroadcastPair(w + r * w_stride + j);
+            lo[r * VC + x] += Dot::Madd(il, pair);
+            hi[r * VC + x] += Dot::Madd(ih, pair);
+          }
+        }
+      };
+      std::int64_t j = 0;
+#pragma GCC unroll 2
+      for (; j + 1 < kb; j += 2) {
+        const std::uint8_t* va = v + j * v_stride + c;
+        pair_step(va, va + v_stride, j);
+      }
+      if (j < kb) pair_step(v + j * v_stride + c, v + j * v_stride + c, j);
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) {
+        const B a(alpha[r]);
+        const B sc(wscale[r]);
+#pragma GCC unroll 16
+        for (int x = 0; x < VC; ++x) {
+          I first = lo[r * VC + x];
+          I second = hi[r * VC + x];
+          Dot::InOrder(first, second);
+          float* out = acc + r * acc_stride + c + x * kL;
+          xsimd::fma(xsimd::batch_cast<float>(first), sc, B::load_unaligned(out) * a)
+              .store_unaligned(out);
+          xsimd::fma(xsimd::batch_cast<float>(second), sc, B::load_unaligned(out + kN) * a)
+              .store_unaligned(out + kN);
+        }
+      }
+    }
+    return c;
+  }
+
+  template <int R, int VC>
+  static void IntAccumulateRows(const std::int16_t* w, std::int64_t w_stride, const float* alpha,
+                                const float* wscale, const std::uint8_t* v, std::int64_t v_stride,
+                                std::int64_t kb, std::int64_t dv, float* acc,
+                                std::int64_t acc_stride) {
+    std::int64_t c = IntAccumulateChunks<R, VC>(w, w_stride, alpha, wscale, v, v_stride, kb, 0, dv,
+                                                acc, acc_stride);
+    c = IntAccumulateChunks<R, 1>(w, w_stride, alpha, wscale, v, v_stride, kb, c, dv, acc,
+                                  acc_stride);
+    for (; c < dv; ++c) {
+      for (int r = 0; r < R; ++r) {
+        std::int32_t sum = 0;
+        for (std::int64_t j = 0; j < kb; ++j) {
+          sum += LoadI16(w + r * w_stride + j) * static_cast<std::int8_t>(v[j * v_stride + c]);
+        }
+        float& out = acc[r * acc_stride + c];
+        out = out * alpha[r] + static_cast<float>(sum) * wscale[r];
+      }
+    }
+  }
+
+  static void IntAccumulate(const AttendTile& t, std::int64_t rows_total, float* s,
+                            const float* alpha, float* wscale, const std::uint8_t* v,
+                            std::int64_t v_stride, std::int64_t kb) {
+    const std::int64_t kb_pad = (kb + kN - 1) / kN * kN;
+    QuantizeWeights(t, rows_total, s, kb_pad, wscale);
+    const auto* w = reinterpret_cast<const std::int16_t*>(s);
+    const std::int64_t w_stride = 2 * t.block;
+    ForEachRowTile<0, 1, 1, 1>(rows_total, 0, [&]<int R, int VC>(std::int64_t r) {
+      IntAccumulateRows<R, VC>(w + r * w_stride, w_stride, alpha + r, wscale + r, v, v_stride, kb,
+                               t.dv, t.acc + r * t.acc_stride, t.acc_stride);
+    });
+  }
+
+  // int8 V: p[r][j] *= scale_j, except hidden keys (p = -0.0), which must stay
+  // marked so that not even a NaN scale reaches the row. wmax[r] = the row's
+  // largest |p scale|; returns whether every product is finite. The padding keys
+  // past kb (p = 0 or -0.0) get scale 0.
+  static bool FoldVScales(const AttendTile& t, std::int64_t rows_total, float* s,
+                          const std::uint8_t* v, std::int64_t v_stride, std::int64_t kb,
+                          float* wmax) {
+    const std::int64_t kb_pad = (kb + kN - 1) / kN * kN;
+    B mx[static_cast<std::size_t>(kDequantTileRows)];  // Block: rows_total < kDequantTileRows
+    for (std::int64_t r = 0; r < rows_total; ++r) mx[r] = B(0.0f);
+    auto finite = B(0.0f) == B(0.0f);
+    const B big(__FLT_MAX__);
+    const RowOffsets o = OffsetsOf(v_stride);
+    for (std::int64_t j = 0; j < kb_pad; j += kN) {
+      const B scale = ScalesOf(v + t.dv, v_stride, o, j, kb);
+      for (std::int64_t r = 0; r < rows_total; ++r) {
+        float* at = s + r * t.block + j;
+        const B p = B::load_unaligned(at);
+        const auto hidden = xsimd::bool_cast(BitCast<std::int32_t>(p) == I(INT32_MIN));
+        const B folded = xsimd::select(hidden, p, p * scale);
+        folded.store_unaligned(at);
+        const B mag = AbsBits<Arch>(folded);
+        finite = finite & (mag <= big);  // false for NaN too
+        mx[r] = xsimd::select(mag > mx[r], mag, mx[r]);
+      }
+    }
+    for (std::int64_t r = 0; r < rows_total; ++r) wmax[r] = ReduceMax<Arch>(mx[r]);
+    return xsimd::all(finite);
   }
 
   // acc_r = acc_r * alpha_r + sum_j p[r][j] v_j, VC vectors of Dv at a time
@@ -332,21 +671,40 @@ struct QuantAttender {
   static void Block(const AttendTile& t, std::int64_t rows_total, std::int64_t qd, const float* qs,
                     float* s, float* alpha, const std::uint8_t* k, std::int64_t k_stride,
                     const std::uint8_t* v, std::int64_t v_stride, std::int64_t tb, std::int64_t kb,
-                    const Prefetch& pf) {
+                    const Prefetch& pf, const IntDecode& id) {
     if (rows_total >= kDequantTileRows) {
       DequantBlock(t, rows_total, qd, qs, s, alpha, k, k_stride, v, v_stride, tb, kb);
       return;
     }
     if (Float::BlockHidden(t, tb, kb)) return;
     const Prefetch none;
-    ForEachRowTile<Float::kWideRows, kWideScoreKeys, kScoreKeys, 2>(
-        rows_total, Float::kWideTileRows, [&]<int R, int K>(std::int64_t r) {
-          ScoreRows<R, K>(qs + r * qd, qd, k, k_stride, kb, t.d, s + r * t.block, t.block,
-                          r == 0 ? pf : none);
+    bool scored = false;
+    if constexpr (kK == DType::kI8) {
+      if (id.scores) {
+        ForEachRowTile<0, 1, kIntScoreKeys, 1>(rows_total, 0, [&]<int R, int K>(std::int64_t r) {
+          IntScoreRows<R, K>(id.q + r * id.q_stride, id.q_stride, k, k_stride, kb, t.d,
+                             s + r * t.block, t.block, r == 0 ? pf : none);
         });
+        ScaleScores(t, rows_total, id.qscale, k, k_stride, kb, s);
+        scored = true;
+      }
+    }
+    if (!scored) {
+      ForEachRowTile<Float::kWideRows, kWideScoreKeys, kScoreKeys, 2>(
+          rows_total, Float::kWideTileRows, [&]<int R, int K>(std::int64_t r) {
+            ScoreRows<R, K>(qs + r * qd, qd, k, k_stride, kb, t.d, s + r * t.block, t.block,
+                            r == 0 ? pf : none);
+          });
+    }
     if (!Float::MaskBlock(t, tb, kb, s)) return;
     const bool any_hidden = Float::Softmax(t, rows_total, kb, s, alpha);
-    if constexpr (kV == DType::kI8) FoldVScales(t, rows_total, s, v, v_stride, kb);
+    if constexpr (kV == DType::kI8) {
+      const bool finite = FoldVScales(t, rows_total, s, v, v_stride, kb, id.wscale);
+      if (id.values && finite) {
+        IntAccumulate(t, rows_total, s, alpha, id.wscale, v, v_stride, kb);
+        return;
+      }
+    }
     if (any_hidden) {
       Accumulate<true>(t, rows_total, s, alpha, v, v_stride, kb);
     } else {
@@ -387,6 +745,19 @@ struct QuantAttender {
   static void Attend(const AttendTile& t) {
     const auto w =
         Float::Begin(t, [&](const float* q, float* dst) { ScaleQuery(q, t.scale, t.d, dst); });
+    // Per-row factors past alpha, in the rows_total * 16 floats of padding the
+    // scratch has there (attend_tile.h).
+    IntDecode id;
+    if (w.rows_total < kDequantTileRows) {
+      id.qscale = w.alpha + w.rows_total;
+      id.wscale = w.alpha + 2 * w.rows_total;
+      if constexpr (kK == DType::kI8) {
+        id.scores = QuantizeQueries(w.rows_total, t.d, w.qd, w.qs, id.qscale);
+        id.q = reinterpret_cast<const std::int16_t*>(w.qs);
+        id.q_stride = 2 * w.qd;
+      }
+      id.values = kV == DType::kI8;
+    }
     const auto k_bytes = static_cast<std::int64_t>(RowBytes(kK, t.d));
     const auto v_bytes = static_cast<std::int64_t>(RowBytes(kV, t.dv));
     Float::ForEachBlock(t, [&](const KvRun& run, std::int64_t tb, std::int64_t kb) {
@@ -399,8 +770,8 @@ struct QuantAttender {
                         .rows = kb,
                         .k_bytes = k_bytes,
                         .v_bytes = v_bytes};
-      Block(t, w.rows_total, w.qd, w.qs, w.s, w.alpha, k, run.k_stride, v, run.v_stride, tb, kb,
-            pf);
+      Block(t, w.rows_total, w.qd, w.qs, w.s, w.alpha, k, run.k_stride, v, run.v_stride, tb, kb, pf,
+            id);
     });
     if constexpr (kV == DType::kI4) UnpermuteAcc(t, w.rows_total);
   }

@@ -174,6 +174,8 @@ void WriteRows(const SdpaParams& p, const Dims& dims, std::int64_t b, std::int64
 
 }  // namespace
 
+bool RoundsQuantizedToInt16(Isa isa) noexcept { return isa != Isa::kScalar; }
+
 SdpaShape ShapeOf(const SdpaParams& params) noexcept {
   SdpaShape shape;
   shape.batch = params.q.shape[0];

@@ -94,5 +94,52 @@ void StoreNarrowI8(const xsimd::batch<std::int32_t, Arch>& v, std::uint8_t* p) {
   __builtin_memcpy(p, &word, sizeof word);
 }
 
+// Lane i = the f32 at base + offsets[i] bytes, any alignment (lane by lane).
+template <class Arch>
+xsimd::batch<float, Arch> GatherF32Bytes(const std::uint8_t* base,
+                                         const xsimd::batch<std::int32_t, Arch>& offsets) {
+  alignas(16) std::int32_t at[4];
+  offsets.store_aligned(at);
+  alignas(16) float lanes[4];
+  for (int i = 0; i < 4; ++i) __builtin_memcpy(&lanes[i], base + at[i], sizeof(float));
+  return xsimd::batch<float, Arch>::load_aligned(lanes);
+}
+
+// int16 multiply-add for the integer decode path of the quantized attend kernel
+// (simd_x86-inl.h has the contract): SMULL / SMULL2 and a pairwise add stand in
+// for pmaddwd, and the zips interleave in value order.
+template <class Arch>
+struct I16Dot {
+  using I = xsimd::batch<std::int32_t, Arch>;
+  static constexpr std::int64_t kLanes = 8;
+
+  __attribute__((always_inline)) static I WidenI8(const std::uint8_t* p) {
+    return vreinterpretq_s32_s16(vmovl_s8(vld1_s8(reinterpret_cast<const std::int8_t*>(p))));
+  }
+  __attribute__((always_inline)) static I Load(const std::int16_t* p) {
+    return vreinterpretq_s32_s16(vld1q_s16(p));
+  }
+  __attribute__((always_inline)) static I BroadcastPair(const std::int16_t* p) {
+    std::int32_t pair;
+    __builtin_memcpy(&pair, p, sizeof pair);
+    return vdupq_n_s32(pair);
+  }
+  __attribute__((always_inline)) static I Madd(const I& a, const I& b) {
+    const int16x8_t x = vreinterpretq_s16_s32(a);
+    const int16x8_t y = vreinterpretq_s16_s32(b);
+    return vpaddq_s32(vmull_s16(vget_low_s16(x), vget_low_s16(y)), vmull_high_s16(x, y));
+  }
+  __attribute__((always_inline)) static I InterleaveLo(const I& a, const I& b) {
+    return vreinterpretq_s32_s16(vzip1q_s16(vreinterpretq_s16_s32(a), vreinterpretq_s16_s32(b)));
+  }
+  __attribute__((always_inline)) static I InterleaveHi(const I& a, const I& b) {
+    return vreinterpretq_s32_s16(vzip2q_s16(vreinterpretq_s16_s32(a), vreinterpretq_s16_s32(b)));
+  }
+  __attribute__((always_inline)) static void InOrder(I&, I&) {}
+  __attribute__((always_inline)) static I Narrow(const I& a, const I& b) {
+    return vreinterpretq_s32_s16(vcombine_s16(vqmovn_s32(a), vqmovn_s32(b)));
+  }
+};
+
 }  // namespace
 }  // namespace ringkv::kernels

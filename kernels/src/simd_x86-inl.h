@@ -161,5 +161,119 @@ void StoreNarrowI8(const xsimd::batch<std::int32_t, Arch>& v, std::uint8_t* p) {
   }
 }
 
+// Lane i = the f32 at base + offsets[i] bytes, any alignment (vgatherdps with
+// byte offsets); SSE4.2 loads lane by lane.
+template <class Arch>
+xsimd::batch<float, Arch> GatherF32Bytes(const std::uint8_t* base,
+                                         const xsimd::batch<std::int32_t, Arch>& offsets) {
+  constexpr std::size_t kLanes = xsimd::batch<float, Arch>::size;
+  if constexpr (kLanes == 16) {
+    return _mm512_i32gather_ps(offsets, base, 1);
+  } else if constexpr (kLanes == 8) {
+    return _mm256_i32gather_ps(reinterpret_cast<const float*>(base), offsets, 1);
+  } else {
+    alignas(16) std::int32_t at[kLanes];
+    offsets.store_aligned(at);
+    alignas(16) float lanes[kLanes];
+    for (std::size_t i = 0; i < kLanes; ++i)
+      __builtin_memcpy(&lanes[i], base + at[i], sizeof(float));
+    return xsimd::batch<float, Arch>::load_aligned(lanes);
+  }
+}
+
+// int16 multiply-add (pmaddwd) for the integer decode path of the quantized
+// attend kernel (attend_quant-inl.h). A register of batch<int32_t, Arch> holds kLanes
+// int16 values or kLanes / 2 int32 ones; each pmaddwd multiplies kLanes int16
+// pairs and adds neighbours into int32 lanes, twice the multiply-adds of an f32
+// FMA on the same port.
+template <class Arch>
+struct I16Dot {
+  using I = xsimd::batch<std::int32_t, Arch>;
+  static constexpr std::int64_t kLanes = 2 * static_cast<std::int64_t>(I::size);
+
+  // kLanes int8 values widened to int16 (vpmovsxbw); reads kLanes bytes.
+  __attribute__((always_inline)) static I WidenI8(const std::uint8_t* p) {
+    if constexpr (I::size == 16) {
+      return _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    } else if constexpr (I::size == 8) {
+      return _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    } else {
+      return _mm_cvtepi8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+    }
+  }
+
+  // kLanes int16 values.
+  __attribute__((always_inline)) static I Load(const std::int16_t* p) {
+    return I::load_unaligned(reinterpret_cast<const std::int32_t*>(p));
+  }
+
+  // Every int32 lane = the pair (lo, hi) of int16 values at p (lo first).
+  __attribute__((always_inline)) static I BroadcastPair(const std::int16_t* p) {
+    std::int32_t pair;
+    __builtin_memcpy(&pair, p, sizeof pair);
+    return I(pair);
+  }
+
+  // int32 lane i = a[2i] * b[2i] + a[2i + 1] * b[2i + 1].
+  __attribute__((always_inline)) static I Madd(const I& a, const I& b) {
+    if constexpr (I::size == 16) {
+      return _mm512_madd_epi16(a, b);
+    } else if constexpr (I::size == 8) {
+      return _mm256_madd_epi16(a, b);
+    } else {
+      return _mm_madd_epi16(a, b);
+    }
+  }
+
+  // The int16 values of a and b interleaved (a0 b0 a1 b1 ...), per 128-bit lane:
+  // Lo takes each lane's first four values, Hi its last four.
+  __attribute__((always_inline)) static I InterleaveLo(const I& a, const I& b) {
+    if constexpr (I::size == 16) {
+      return _mm512_unpacklo_epi16(a, b);
+    } else if constexpr (I::size == 8) {
+      return _mm256_unpacklo_epi16(a, b);
+    } else {
+      return _mm_unpacklo_epi16(a, b);
+    }
+  }
+  __attribute__((always_inline)) static I InterleaveHi(const I& a, const I& b) {
+    if constexpr (I::size == 16) {
+      return _mm512_unpackhi_epi16(a, b);
+    } else if constexpr (I::size == 8) {
+      return _mm256_unpackhi_epi16(a, b);
+    } else {
+      return _mm_unpackhi_epi16(a, b);
+    }
+  }
+
+  // lo and hi are per-value sums over InterleaveLo and InterleaveHi pairs: puts
+  // values 0 .. kLanes / 2 - 1 in lo and the rest in hi.
+  __attribute__((always_inline)) static void InOrder(I& lo, I& hi) {
+    if constexpr (I::size == 16) {
+      const __m512i a = _mm512_shuffle_i32x4(lo, hi, _MM_SHUFFLE(1, 0, 1, 0));
+      const __m512i b = _mm512_shuffle_i32x4(lo, hi, _MM_SHUFFLE(3, 2, 3, 2));
+      lo = _mm512_shuffle_i32x4(a, a, _MM_SHUFFLE(3, 1, 2, 0));
+      hi = _mm512_shuffle_i32x4(b, b, _MM_SHUFFLE(3, 1, 2, 0));
+    } else if constexpr (I::size == 8) {
+      const __m256i a = _mm256_permute2x128_si256(lo, hi, 0x20);
+      const __m256i b = _mm256_permute2x128_si256(lo, hi, 0x31);
+      lo = a;
+      hi = b;
+    }
+  }
+
+  // The int32 lanes of a, then those of b, as kLanes int16 values (saturating).
+  __attribute__((always_inline)) static I Narrow(const I& a, const I& b) {
+    if constexpr (I::size == 16) {
+      const __m512i packed = _mm512_packs_epi32(a, b);
+      return _mm512_permutexvar_epi64(_mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7), packed);
+    } else if constexpr (I::size == 8) {
+      return _mm256_permute4x64_epi64(_mm256_packs_epi32(a, b), 0xD8);
+    } else {
+      return _mm_packs_epi32(a, b);
+    }
+  }
+};
+
 }  // namespace
 }  // namespace ringkv::kernels

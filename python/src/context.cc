@@ -9,6 +9,7 @@
 
 #include "register.h"
 #include "ringkv/error.h"
+#include "ringkv/kernels/sdpa.h"
 
 namespace ringkv::python {
 
@@ -57,6 +58,11 @@ void RegisterContext(py::module_& m) {
           "tier",
           [](const PyContext& c) { return std::string(kernels::IsaKey(c.context->Tier())); })
       .def_property_readonly("threads", [](const PyContext& c) { return c.context->Threads(); })
+      .def_property_readonly(
+          "rounds_quantized_to_int16",
+          [](const PyContext& c) { return kernels::RoundsQuantizedToInt16(c.context->Tier()); },
+          "Whether this tier attends int8 K/V in decode-sized tiles with int16 multiply-adds, "
+          "rounding queries and softmax weights to int16 (docs/quantized_kv.md).")
       .def("__repr__", [](const PyContext& c) {
         return fmt::format("ringkv.Context(threads={}, isa='{}')", c.context->Threads(),
                            kernels::IsaKey(c.context->Tier()));

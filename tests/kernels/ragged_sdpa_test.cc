@@ -24,6 +24,8 @@
 #include "ragged_problem.h"
 #include "ringkv/kernels/isa.h"
 #include "ringkv/kernels/kernel_table.h"
+#include "ringkv/kernels/sdpa.h"
+#include "sdpa_error.h"
 #include "sdpa_run.h"
 #include "support/own_threads_executor.h"
 
@@ -267,7 +269,9 @@ TEST_P(RaggedSdpaTest, NaNScaleOnlyReachesRowsThatSeeIt) {
                 sizeof nan);
     test::OwnThreadsExecutor<2> executor;
     RunRagged(p.params, table, executor);
-    EXPECT_LE(test::RaggedMaxError(p, test::RaggedExpected(p)), 3.5e-7);
+    // int8 K rounds the queries on those tiers (measured 2.36e-6).
+    const bool int16 = kernels::RoundsQuantizedToInt16(GetParam()) && k_dtype == DType::kI8;
+    EXPECT_LE(test::RaggedMaxError(p, test::RaggedExpected(p)), int16 ? 7e-6 : 3.5e-7);
     ExpectNaNRows(p, c, [&](I64 e) { return e < nan_columns; });
   }
 }
@@ -290,11 +294,13 @@ TEST_P(RaggedSdpaTest, RowsInNoGroupAreZero) {
 // on the plan). D and Dv vary so int4h rotates blocks of 128, 64 and 32.
 // Tolerances: those of sdpa_quant_test.cc for the same pair (its decode cases),
 // not widened for the ragged driver; the worst measured error is next to each.
+// int16_tol: on the tiers that round int8 cases to int16 (sdpa_error.h).
 struct QuantPair {
   const char* name;
   DType k, v;
   I64 d, dv;
   double tol;
+  double int16_tol;
 };
 
 RaggedCase QuantCase(const QuantPair& q) {
@@ -318,11 +324,14 @@ RaggedCase QuantCase(const QuantPair& q) {
 std::vector<QuantPair> QuantPairs() {
   using enum DType;
   // Measured over the scalar, SSE4.2 and AVX2 tiers (GCC 12, AMD EPYC, no AVX-512).
-  return {{"i8_i8_d128", kI8, kI8, 128, 128, 3e-7 /* measured 8.54e-8 */},
-          {"i4_i4_d64", kI4, kI4, 64, 64, 2e-7 /* measured 7.50e-8 */},
-          {"i4h_i4h_d128_dv64", kI4H, kI4H, 128, 64, 1.5e-7 /* measured 1.02e-7 */},
-          {"i8k_i4v_d64_dv96", kI8, kI4, 64, 96, 3e-7 /* measured 1.07e-7 */},
-          {"i4hk_i8v_d96_dv64", kI4H, kI8, 96, 64, 2.5e-7 /* measured 7.14e-8 */}};
+  return {{"i8_i8_d128", kI8, kI8, 128, 128, 3e-7 /* measured 8.54e-8 */,
+           7.5e-6 /* measured 2.48e-6 */},
+          {"i4_i4_d64", kI4, kI4, 64, 64, 2e-7 /* measured 7.50e-8 */, 2e-7},
+          {"i4h_i4h_d128_dv64", kI4H, kI4H, 128, 64, 1.5e-7 /* measured 1.02e-7 */, 1.5e-7},
+          {"i8k_i4v_d64_dv96", kI8, kI4, 64, 96, 3e-7 /* measured 1.07e-7 */,
+           1.6e-6 /* measured 5.48e-7 */},
+          {"i4hk_i8v_d96_dv64", kI4H, kI8, 96, 64, 2.5e-7 /* measured 7.14e-8 */,
+           5.4e-6 /* measured 1.80e-6 */}};
 }
 
 struct PreparedQuant {
@@ -367,7 +376,7 @@ void CheckQuantCases(Isa isa) {
     const double err = test::RaggedMaxError(pc.p, pc.want);
     std::printf("[ %s x%d ] %-32s max abs error %.3g\n", std::string(IsaName(isa)).c_str(),
                 kWorkers, pc.pair.name, err);
-    EXPECT_LE(err, pc.pair.tol);
+    EXPECT_LE(err, kernels::RoundsQuantizedToInt16(isa) ? pc.pair.int16_tol : pc.pair.tol);
   }
 }
 

@@ -14,7 +14,10 @@
 // difference upstream can flip one quantized value by a whole step (not an ulp):
 // the demo's small int8 run measured 8.4e-4 from one such flip, so they keep
 // kTolerance. The quantization's own cost, against unrounded f32 K/V, is ~1e-2
-// (int8) to ~3e-1 (int4) on these logits (docs/quantized_kv.md).
+// (int8) to ~3e-1 (int4) on these logits (docs/quantized_kv.md). Tiers that
+// attend int8 K/V with int16 rounding of queries and softmax weights
+// (kernels::RoundsQuantizedToInt16) measured up to 1.7e-3 (flips included), so int8
+// there gets kToleranceInt16.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -25,6 +28,7 @@
 #include "model_test_util.h"
 #include "recompute.h"
 #include "ringkv/context.h"
+#include "ringkv/kernels/sdpa.h"
 #include "ringkv/speculation.h"
 #include "sampling.h"
 #include "tiny_transformer.h"
@@ -34,6 +38,7 @@ namespace {
 
 constexpr float kTolerance = 1e-3f;
 constexpr float kToleranceF32 = 1e-4f;
+constexpr float kToleranceInt16 = 5e-3f;
 
 // The tokens fed so far and the cached model's logits for each of them.
 class Transcript {
@@ -148,6 +153,7 @@ class CachedVsRecompute : public ::testing::TestWithParam<Pattern> {
   }
   float Tolerance() const {
     const DType d = GetParam().kv_dtype;
+    if (d == DType::kI8 && kernels::RoundsQuantizedToInt16(ctx_.Tier())) return kToleranceInt16;
     return d == DType::kF32 ? kToleranceF32 : kTolerance;
   }
   // One thread: the pool's barrier makes a loaded 2-core machine slow; threading

@@ -23,6 +23,7 @@
 #include "ringkv/causal_cache.h"
 #include "ringkv/context.h"
 #include "ringkv/error.h"
+#include "ringkv/kernels/sdpa.h"
 #include "ringkv/tensor_ops.h"
 
 namespace ringkv {
@@ -49,6 +50,9 @@ struct Config {
   DType value_dtype = dtype;  // quantized pools may store values apart
   std::int64_t dim = 8;       // D; int4 needs multiples of 32
   std::int64_t value_dim = 6;
+  // int8 K or V on a tier that rounds them to int16 (kernels::RoundsQuantizedToInt16):
+  // the error measured with that rounding.
+  double int16_tolerance = 0.0;
 };
 
 // The tokens a sequence holds: per position, each layer's key [Hkv * D] and value [Hkv * Dv].
@@ -432,7 +436,7 @@ class Workload {
           }
           const double got = out[static_cast<std::size_t>((h * n + r) * value_dim_ + e)];
           max_error_ = std::max(max_error_, std::abs(got - want));
-          ASSERT_NEAR(got, want, config_.tolerance)
+          ASSERT_NEAR(got, want, tolerance_)
               << "row " << r << " (sequence " << s << ", position " << pos << ") head " << h
               << " dim " << e << " layer " << layer << ", " << visible.size() << " visible";
         }
@@ -454,6 +458,10 @@ class Workload {
   std::unique_ptr<SequenceCache::State> state_;
   Model state_model_;
   double max_error_ = 0.0;
+  const double tolerance_ = (config_.dtype == DType::kI8 || config_.value_dtype == DType::kI8) &&
+                                    kernels::RoundsQuantizedToInt16(ctx_.Tier())
+                                ? config_.int16_tolerance
+                                : config_.tolerance;
   std::int64_t rows_checked_ = 0;
   int refusals_ = 0;
   int shift_calls_ = 0;
@@ -463,7 +471,7 @@ class Workload {
 // A quantized pool's configuration: window and chunk as {window, chunk}.
 Config Quantized(const char* name, DType keys, DType values, std::int64_t block_tokens,
                  std::array<Position, 2> window_chunk, std::int64_t dim, std::int64_t value_dim,
-                 double tolerance) {
+                 double tolerance, double int16_tolerance) {
   return Config{.name = name,
                 .dtype = keys,
                 .block_tokens = block_tokens,
@@ -473,7 +481,8 @@ Config Quantized(const char* name, DType keys, DType values, std::int64_t block_
                 .tolerance = tolerance,
                 .value_dtype = values,
                 .dim = dim,
-                .value_dim = value_dim};
+                .value_dim = value_dim,
+                .int16_tolerance = int16_tolerance};
 }
 
 class CausalWorkloadTest : public ::testing::TestWithParam<Config> {};
@@ -485,14 +494,17 @@ TEST_P(CausalWorkloadTest, EveryRowMatchesAFloat64RecomputeOverItsVisibleTokens)
 
 INSTANTIATE_TEST_SUITE_P(
     Configs, CausalWorkloadTest,
-    ::testing::Values(
-        Config{"f32_full", DType::kF32, 4, 0, 0, 0}, Config{"f16_window", DType::kF16, 8, 6, 0, 0},
-        Config{"bf16_window_memory", DType::kBF16, 4, 5, 12, 0},
-        Config{"f32_chunk", DType::kF32, 16, 0, 0, 7},
-        Config{"f16_window_chunk", DType::kF16, 4, 9, 0, 4},
-        Quantized("int8_full", DType::kI8, DType::kI8, 4, {0, 0}, 32, 32, 5e-6),
-        Quantized("int4h_k_int8_v_window", DType::kI4H, DType::kI8, 8, {6, 0}, 64, 24, 5e-6),
-        Quantized("int8_k_int4_v_chunk", DType::kI8, DType::kI4, 16, {0, 7}, 16, 32, 2e-6)),
+    ::testing::Values(Config{"f32_full", DType::kF32, 4, 0, 0, 0},
+                      Config{"f16_window", DType::kF16, 8, 6, 0, 0},
+                      Config{"bf16_window_memory", DType::kBF16, 4, 5, 12, 0},
+                      Config{"f32_chunk", DType::kF32, 16, 0, 0, 7},
+                      Config{"f16_window_chunk", DType::kF16, 4, 9, 0, 4},
+                      // int16 rounding measured 2.26e-4, 1.15e-4 and 1.42e-4 (SSE4.2 and AVX2).
+                      Quantized("int8_full", DType::kI8, DType::kI8, 4, {0, 0}, 32, 32, 5e-6, 7e-4),
+                      Quantized("int4h_k_int8_v_window", DType::kI4H, DType::kI8, 8, {6, 0}, 64, 24,
+                                5e-6, 3.5e-4),
+                      Quantized("int8_k_int4_v_chunk", DType::kI8, DType::kI4, 16, {0, 7}, 16, 32,
+                                2e-6, 4.5e-4)),
     [](const ::testing::TestParamInfo<Config>& param) { return std::string(param.param.name); });
 
 }  // namespace

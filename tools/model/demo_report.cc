@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ringkv/format.h"
+#include "ringkv/kernels/sdpa.h"
 #include "ringkv/rotating_kv_cache.h"
 
 namespace ringkv::model {
@@ -56,11 +57,16 @@ double ServingReport::MaxDiff() const {
   return worst;
 }
 
+double LogitTolerance(DType kv_dtype, kernels::Isa tier) {
+  return kv_dtype == DType::kI8 && kernels::RoundsQuantizedToInt16(tier) ? kLogitToleranceInt16
+                                                                         : kLogitTolerance;
+}
+
 CheckVerdict DemoReport::Verdict() const {
   if (!check.ran) return CheckVerdict::kSkipped;
   // NaN fails: a comparison that is not true is not a pass.
-  const bool main = check.max_abs_diff <= kLogitTolerance;
-  const bool served = !serving.Checked() || serving.MaxDiff() <= kLogitTolerance;
+  const bool main = check.max_abs_diff <= logit_tolerance;
+  const bool served = !serving.Checked() || serving.MaxDiff() <= logit_tolerance;
   return main && served ? CheckVerdict::kPassed : CheckVerdict::kFailed;
 }
 
@@ -152,7 +158,7 @@ std::string ToText(const DemoReport& r) {
         "check    {} logit rows vs a no-cache recompute of all {} tokens ({}): "
         "max |diff| {:.2e} (tolerance {:.0e})  {}",
         r.check.positions, r.check.sequence, Time(r.check.recompute_seconds), r.check.max_abs_diff,
-        kLogitTolerance, r.Verdict() == CheckVerdict::kPassed ? "OK" : "FAILED"));
+        r.logit_tolerance, r.Verdict() == CheckVerdict::kPassed ? "OK" : "FAILED"));
   } else {
     line("check    skipped (--no-check)");
   }
@@ -197,8 +203,8 @@ std::string ToText(const DemoReport& r) {
       line(fmt::format(
           "         check   {} logit rows vs a no-cache recompute of each conversation ({}): "
           "max |diff| per conversation {} (tolerance {:.0e})  {}",
-          sv.positions, Time(sv.recompute_seconds), diffs, kLogitTolerance,
-          sv.MaxDiff() <= kLogitTolerance ? "OK" : "FAILED"));
+          sv.positions, Time(sv.recompute_seconds), diffs, r.logit_tolerance,
+          sv.MaxDiff() <= r.logit_tolerance ? "OK" : "FAILED"));
     }
   } else {
     line("serving  skipped (--conversations 0)");
@@ -279,11 +285,11 @@ std::string ToJson(const DemoReport& r) {
           {"separate", sv.separate_bytes},
           {"saved", sv.separate_bytes > sv.used_bytes ? sv.separate_bytes - sv.used_bytes : 0}}}};
     if (sv.Checked()) {
-      serving["check"] = {{"passed", sv.MaxDiff() <= kLogitTolerance},
+      serving["check"] = {{"passed", sv.MaxDiff() <= r.logit_tolerance},
                           {"positions", sv.positions},
                           {"max_abs_logit_diff", sv.MaxDiff()},
                           {"per_conversation", sv.max_abs_diff},
-                          {"tolerance", kLogitTolerance},
+                          {"tolerance", r.logit_tolerance},
                           {"recompute_seconds", sv.recompute_seconds}};
     } else {
       serving["check"] = nullptr;
@@ -302,7 +308,7 @@ std::string ToJson(const DemoReport& r) {
   Json& check = out["check"];
   switch (r.Verdict()) {
     case CheckVerdict::kSkipped:
-      check = {{"status", "skipped"}, {"passed", nullptr}, {"tolerance", kLogitTolerance}};
+      check = {{"status", "skipped"}, {"passed", nullptr}, {"tolerance", r.logit_tolerance}};
       break;
     case CheckVerdict::kPassed:
     case CheckVerdict::kFailed: {
@@ -312,7 +318,7 @@ std::string ToJson(const DemoReport& r) {
                {"positions", r.check.positions},
                {"sequence", r.check.sequence},
                {"max_abs_logit_diff", r.check.max_abs_diff},
-               {"tolerance", kLogitTolerance},
+               {"tolerance", r.logit_tolerance},
                {"recompute_seconds", r.check.recompute_seconds}};
       break;
     }
