@@ -201,22 +201,11 @@ struct Attender {
   static void ScoreRows(const float* q, std::int64_t q_stride, const Stored* k,
                         std::int64_t k_stride, std::int64_t kb, std::int64_t d, float* s,
                         std::int64_t s_stride, const Prefetch& pf) {
-    std::int64_t j = 0;
-    for (; j + K <= kb; j += K) {
-      PrefetchRows(pf, j, K);
-      Dots<R, K>(q, q_stride, k + j * k_stride, k_stride, d, s + j, s_stride);
-    }
-    if constexpr (K > 2) {
-      if (j + 2 <= kb) {
-        PrefetchRows(pf, j, 2);
-        Dots<R, 2>(q, q_stride, k + j * k_stride, k_stride, d, s + j, s_stride);
-        j += 2;
-      }
-    }
-    for (; j < kb; ++j) {
-      PrefetchRows(pf, j, 1);
-      Dots<R, 1>(q, q_stride, k + j * k_stride, k_stride, d, s + j, s_stride);
-    }
+    ForEachKeyTile<K>(
+        kb, [&](std::int64_t j, std::int64_t keys) { PrefetchRows(pf, j, keys); },
+        [&]<int Kt>(std::int64_t j) {
+          Dots<R, Kt>(q, q_stride, k + j * k_stride, k_stride, d, s + j, s_stride);
+        });
   }
 
   // p = -0.0 marks a hidden key (Softmax): its V must not reach the row, even

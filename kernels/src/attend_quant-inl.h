@@ -149,8 +149,8 @@ struct QuantAttender {
     const std::int64_t end = j0 + count < pf.rows ? j0 + count : pf.rows;
     if (j0 < end && pf.k_stride == pf.k_bytes && pf.v_stride == pf.v_bytes) {
       // Packed rows: each line of the span once, K kAhead rows ahead of the
-      // scores (docs/benchmarks.md, "integer decode": no slower than K rows
-      // just before their use; the noise of the shared host hid any gain).
+      // scores (int8 decode from DRAM was no slower than with each K row
+      // requested just before its use; the shared host's noise hid any gain).
       const auto line = [](const std::uint8_t* p) {
         return reinterpret_cast<const std::uint8_t*>(reinterpret_cast<std::uintptr_t>(p) &
                                                      ~std::uintptr_t{63});
@@ -181,22 +181,11 @@ struct QuantAttender {
   static void ScoreRows(const float* q, std::int64_t q_stride, const std::uint8_t* k,
                         std::int64_t k_stride, std::int64_t kb, std::int64_t d, float* s,
                         std::int64_t s_stride, const Prefetch& pf) {
-    std::int64_t j = 0;
-    for (; j + K <= kb; j += K) {
-      PrefetchRows(pf, j, K);
-      Dots<R, K>(q, q_stride, k + j * k_stride, k_stride, d, s + j, s_stride);
-    }
-    if constexpr (K > 2) {
-      if (j + 2 <= kb) {
-        PrefetchRows(pf, j, 2);
-        Dots<R, 2>(q, q_stride, k + j * k_stride, k_stride, d, s + j, s_stride);
-        j += 2;
-      }
-    }
-    for (; j < kb; ++j) {
-      PrefetchRows(pf, j, 1);
-      Dots<R, 1>(q, q_stride, k + j * k_stride, k_stride, d, s + j, s_stride);
-    }
+    ForEachKeyTile<K>(
+        kb, [&](std::int64_t j, std::int64_t keys) { PrefetchRows(pf, j, keys); },
+        [&]<int Kt>(std::int64_t j) {
+          Dots<R, Kt>(q, q_stride, k + j * k_stride, k_stride, d, s + j, s_stride);
+        });
   }
 
   // ---- Integer decode ----
@@ -365,22 +354,11 @@ struct QuantAttender {
   static void IntScoreRows(const std::int16_t* q, std::int64_t q_stride, const std::uint8_t* k,
                            std::int64_t k_stride, std::int64_t kb, std::int64_t d, float* s,
                            std::int64_t s_stride, const Prefetch& pf) {
-    std::int64_t j = 0;
-    for (; j + K <= kb; j += K) {
-      PrefetchRows(pf, j, K);
-      IntDots<R, K>(q, q_stride, k + j * k_stride, k_stride, d, s + j, s_stride);
-    }
-    if constexpr (K > 2) {
-      if (j + 2 <= kb) {
-        PrefetchRows(pf, j, 2);
-        IntDots<R, 2>(q, q_stride, k + j * k_stride, k_stride, d, s + j, s_stride);
-        j += 2;
-      }
-    }
-    for (; j < kb; ++j) {
-      PrefetchRows(pf, j, 1);
-      IntDots<R, 1>(q, q_stride, k + j * k_stride, k_stride, d, s + j, s_stride);
-    }
+    ForEachKeyTile<K>(
+        kb, [&](std::int64_t j, std::int64_t keys) { PrefetchRows(pf, j, keys); },
+        [&]<int Kt>(std::int64_t j) {
+          IntDots<R, Kt>(q, q_stride, k + j * k_stride, k_stride, d, s + j, s_stride);
+        });
   }
 
   // Rounds each row's folded weights (FoldVScales) in place to int16, over the

@@ -1,8 +1,8 @@
 #pragma once
 // How the attend kernels (attend-inl.h, attend_quant-inl.h) cover a tile's query
-// rows with register tiles. Both steps, the scores and the V accumulation, walk
-// the rows the same way: a few fixed shapes, each a template instance whose
-// accumulators stay in registers, chosen once per block. Internal linkage, see
+// rows with register tiles, and a block's keys with key tiles. Both steps, the
+// scores and the V accumulation, walk the rows the same way: a few fixed shapes, each a template
+// instance whose accumulators stay in registers, chosen once per block. Internal linkage, see
 // simd_compat-inl.h.
 #include <cstdint>
 
@@ -37,6 +37,30 @@ void ForEachRowTile(std::int64_t rows, std::int64_t wide_from, const Tile& tile)
       break;
     default:
       break;
+  }
+}
+
+// Calls tile.template operator()<Keys>(j) over the kb keys of a block: tiles of
+// kKeys keys from j = 0, then one of 2 keys when kKeys > 2, then single keys;
+// before(j, keys) runs ahead of each (the kernels' prefetch).
+template <int kKeys, class Before, class Tile>
+__attribute__((always_inline)) inline void ForEachKeyTile(std::int64_t kb, const Before& before,
+                                                          const Tile& tile) {
+  std::int64_t j = 0;
+  for (; j + kKeys <= kb; j += kKeys) {
+    before(j, kKeys);
+    tile.template operator()<kKeys>(j);
+  }
+  if constexpr (kKeys > 2) {
+    if (j + 2 <= kb) {
+      before(j, 2);
+      tile.template operator()<2>(j);
+      j += 2;
+    }
+  }
+  for (; j < kb; ++j) {
+    before(j, 1);
+    tile.template operator()<1>(j);
   }
 }
 
