@@ -13,9 +13,9 @@
 // nibbles (odd values); the kernel keeps the queries (int4 K) and the
 // accumulator (int4 V) in that order within each span of 2 * batch values, so no
 // lane shuffles are needed, and puts the accumulator back in order at the end.
-// Decode tiles (fewer than kDequantTileRows rows) do both int8 steps in
-// integers instead (I16Dot, pmaddwd: twice the multiply-adds of an f32 FMA on
-// the same port), see "Integer decode" below.
+// Decode tiles (fewer than kDequantTileRows rows) take both steps in integers
+// instead (I16Dot, pmaddwd: twice the multiply-adds of an f32 FMA on the same
+// port), see "Integer decode" below.
 // Everything lives in an anonymous namespace (internal linkage, see
 // simd_compat-inl.h).
 #include <climits>
@@ -189,29 +189,37 @@ struct QuantAttender {
   }
 
   // ---- Integer decode ----
-  // Scores (int8 K): each scaled query row is rounded to int16 with its own
-  // scale (max |q| -> QueryRange), so s_j = (sum_c q16_c q8_jc) qscale scale_j.
-  // Values (int8 V): each row's folded weights w_j = p_j scale_j of a block are
-  // rounded the same way (max |w| -> WeightRange), and
-  // acc = acc alpha + wscale sum_j w16_j q8_j, two keys per multiply-add.
-  // Either rounding moves a term by at most 2^-16 of the row's largest one
-  // (docs/quantized_kv.md has the error measured against f64). Queries or
-  // weights that are not all finite take the float steps, so NaN and Inf
-  // propagate exactly as there. The ranges keep every int32 sum exact: |q8|,
-  // |v8| <= 128.
+  // Scores: each scaled query row is rounded to int16 with its own scale
+  // (max |q| -> QueryRange), so s_j = (sum_c q16_c q8_jc) qscale scale_j for
+  // int8 K, s_j = qscale sum_g scale_jg (q16_g . q4_jg) for int4 K (each
+  // group's int32 sum converted and scaled in the lanes, the float kernel's way).
+  // Values: each row's weights of a block are rounded the same way (max |w| ->
+  // WeightRange): w_j = p_j scale_j for int8 V, one w_jg = p_j scale_jg per
+  // group for int4 V; acc = acc alpha + wscale sum_j w16_j q_j, two keys per
+  // multiply-add. Either rounding moves a term by at most 2^-16 of the row's
+  // largest one (docs/quantized_kv.md has the error measured against f64).
+  // Queries or weights that are not all finite take the float steps, so NaN and
+  // Inf propagate exactly as there. The ranges keep every int32 sum exact:
+  // |q8|, |v8| <= 128, |q4| <= 8.
   using Dot = I16Dot<Arch>;
   using I = I32Batch<Arch>;
   static constexpr std::int64_t kL = Dot::kLanes;  // int16 values per register
+  // int4 values of one WidenI4 (kL bytes): its even values, then its odd ones,
+  // each kL int16 lanes. Within one scale group, or two (AVX-512), see LowLanes.
+  static constexpr std::int64_t kRun = 2 * kL;
+  static_assert(kRun <= 2 * kGroup && (kRun <= kGroup || kRun == 2 * kGroup));
   // Keys per register tile of 4 rows: 4 x 2 accumulators, 2 K vectors and a q
   // vector fit AVX2's 16 registers (4 x 3 spilled accumulators to the stack).
   static constexpr int kIntScoreKeys = 2;
+  static constexpr std::int64_t kKMag = kK == DType::kI8 ? 128 : 8;  // max |stored value|
+  static constexpr std::int64_t kVMag = kV == DType::kI8 ? 128 : 8;
 
   static float QueryRange(std::int64_t d) {
-    const std::int64_t fit = 2147483647 / (128 * (d > 0 ? d : 1));
+    const std::int64_t fit = 2147483647 / (kKMag * (d > 0 ? d : 1));
     return static_cast<float>(fit < 32767 ? fit : 32767);
   }
   static float WeightRange(std::int64_t kb_pad) {
-    const std::int64_t fit = 2147483647 / (128 * kb_pad);
+    const std::int64_t fit = 2147483647 / (kVMag * kb_pad);
     return static_cast<float>(fit < 32767 ? fit : 32767);
   }
 
@@ -223,7 +231,20 @@ struct QuantAttender {
     std::int64_t q_stride = 0;
     float* qscale = nullptr;  // [rows_total]
     float* wscale = nullptr;  // [rows_total]: max |w| of the block, then its scale
+    // int4 V: weight (r, g, j) at weights + r * w_row_stride + g * w_group_stride + j.
+    std::int16_t* weights = nullptr;
+    std::int64_t w_row_stride = 0;
+    std::int64_t w_group_stride = 0;
   };
+
+  // True in the first kN / 2 lanes: the lanes of a run's first scale group when
+  // it covers two (AVX-512; Madd and InterleaveLo / Hi keep them there).
+  template <class T>
+  static xsimd::batch_bool<T, Arch> LowLanes() {
+    alignas(64) static constexpr T kIota[16] = {0, 1, 2,  3,  4,  5,  6,  7,
+                                                8, 9, 10, 11, 12, 13, 14, 15};
+    return xsimd::batch<T, Arch>::load_aligned(kIota) < xsimd::batch<T, Arch>(T(kN / 2));
+  }
 
   static void StoreI16(std::int16_t value, float* base, std::int64_t index) {
     __builtin_memcpy(reinterpret_cast<unsigned char*>(base) + 2 * index, &value, sizeof value);
@@ -235,8 +256,9 @@ struct QuantAttender {
   }
 
   // Rounds each scaled query row in place to int16 (its first 2 d bytes; a value
-  // is read before any write reaches it), qscale[r] its scale. False, qs as it
-  // was, when a value is not finite.
+  // is read before any write reaches it), qscale[r] its scale; for int4 K from
+  // span order (ScaleQuery) to run order: each run of kRun values as its kL even
+  // values, then its kL odd ones. False, qs as it was, when a value is not finite.
   static bool QuantizeQueries(std::int64_t rows_total, std::int64_t d, std::int64_t qd, float* qs,
                               float* qscale) {
     for (std::int64_t r = 0; r < rows_total; ++r) {
@@ -253,10 +275,24 @@ struct QuantAttender {
     for (std::int64_t r = 0; r < rows_total; ++r) {
       float* row = qs + r * qd;
       const float inv = qscale[r] > 0.0f ? range / qscale[r] : 0.0f;
-      for (std::int64_t c = 0; c < d; ++c) {
-        float x = __builtin_rintf(row[c] * inv);
-        x = x > range ? range : x < -range ? -range : x;
-        StoreI16(static_cast<std::int16_t>(x), row, c);
+      const auto round = [&](float value) {
+        const float x = __builtin_rintf(value * inv);
+        return static_cast<std::int16_t>(x > range ? range : x < -range ? -range : x);
+      };
+      if constexpr (kK == DType::kI8) {
+        for (std::int64_t c = 0; c < d; ++c) StoreI16(round(row[c]), row, c);
+      } else {
+        // Run c's int16 land on floats [c / 2, c / 2 + kRun / 2): read already
+        // (earlier runs) or copied (run 0).
+        for (std::int64_t c = 0; c < d; c += kRun) {
+          alignas(64) float run[static_cast<std::size_t>(kRun)];
+          __builtin_memcpy(run, row + c, sizeof run);
+          for (std::int64_t i = 0; i < kRun; ++i) {
+            const std::int64_t in_span = i % (2 * kN);  // value i in span order
+            const std::int64_t at = i - in_span + (in_span % 2 == 0 ? 0 : kN) + in_span / 2;
+            StoreI16(round(run[at]), row, c + (i % 2 == 0 ? 0 : kL) + i / 2);
+          }
+        }
       }
       qscale[r] /= range;
     }
@@ -310,6 +346,56 @@ struct QuantAttender {
     for (int r = 0; r < R; ++r) __builtin_memcpy(out + r * out_stride, sums + r * K, K * 4);
   }
 
+  // The scales of the groups of the run of int4 values at c, lane by lane as
+  // Madd leaves its sums (int32 lane i: values c + 4i .. c + 4i + 3).
+  __attribute__((always_inline)) static B RunScales(const std::uint8_t* scales, std::int64_t c) {
+    const B first(Scale(scales + c / kGroup * 4));
+    if constexpr (kRun <= kGroup) {
+      return first;
+    } else {
+      return xsimd::select(LowLanes<float>(), first, B(Scale(scales + (c / kGroup + 1) * 4)));
+    }
+  }
+
+  // out[r * out_stride + j] = qscale_r sum_g scale_jg (q16_rg . q4_jg) for R
+  // int16 query rows (run order) and K int4 keys; d % kRun == 0.
+  template <int R, int K>
+  __attribute__((always_inline)) static void IntDotsI4(const std::int16_t* q, std::int64_t q_stride,
+                                                       const float* qscale, const std::uint8_t* k,
+                                                       std::int64_t k_stride, std::int64_t d,
+                                                       float* out, std::int64_t out_stride) {
+    constexpr int kRK = R * K;
+    B acc[static_cast<std::size_t>(kRK)];
+#pragma GCC unroll 32
+    for (int a = 0; a < kRK; ++a) acc[a] = B(0.0f);
+    for (std::int64_t c = 0; c < d; c += kRun) {
+      I even[static_cast<std::size_t>(K)];
+      I odd[static_cast<std::size_t>(K)];
+      B scale[static_cast<std::size_t>(K)];
+#pragma GCC unroll 16
+      for (int j = 0; j < K; ++j) {
+        const std::uint8_t* row = k + j * k_stride;
+        Dot::WidenI4(row + c / 2, even[j], odd[j]);
+        scale[j] = RunScales(row + d / 2, c);
+      }
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) {
+        const I qe = Dot::Load(q + r * q_stride + c);
+        const I qo = Dot::Load(q + r * q_stride + c + kL);
+#pragma GCC unroll 16
+        for (int j = 0; j < K; ++j) {
+          const I sum = Dot::Madd(even[j], qe) + Dot::Madd(odd[j], qo);
+          acc[r * K + j] = xsimd::fma(xsimd::batch_cast<float>(sum), scale[j], acc[r * K + j]);
+        }
+      }
+    }
+    alignas(64) float sums[static_cast<std::size_t>((kRK + kN - 1) / kN * kN)];
+    ReduceTile<kRK>(acc, sums);
+    for (int r = 0; r < R; ++r) {
+      for (int j = 0; j < K; ++j) out[r * out_stride + j] = sums[r * K + j] * qscale[r];
+    }
+  }
+
   // Byte offsets of kN consecutive rows stride apart, for ScalesOf; gather false
   // when the last one would not fit an int32 (ScalesOf then loads lane by lane).
   struct RowOffsets {
@@ -350,14 +436,19 @@ struct QuantAttender {
     }
   }
 
+  // int8 K: the scores without their scales (ScaleScores); int4 K: with them.
   template <int R, int K>
-  static void IntScoreRows(const std::int16_t* q, std::int64_t q_stride, const std::uint8_t* k,
-                           std::int64_t k_stride, std::int64_t kb, std::int64_t d, float* s,
-                           std::int64_t s_stride, const Prefetch& pf) {
+  static void IntScoreRows(const std::int16_t* q, std::int64_t q_stride, const float* qscale,
+                           const std::uint8_t* k, std::int64_t k_stride, std::int64_t kb,
+                           std::int64_t d, float* s, std::int64_t s_stride, const Prefetch& pf) {
     ForEachKeyTile<K>(
         kb, [&](std::int64_t j, std::int64_t keys) { PrefetchRows(pf, j, keys); },
         [&]<int Kt>(std::int64_t j) {
-          IntDots<R, Kt>(q, q_stride, k + j * k_stride, k_stride, d, s + j, s_stride);
+          if constexpr (kK == DType::kI8) {
+            IntDots<R, Kt>(q, q_stride, k + j * k_stride, k_stride, d, s + j, s_stride);
+          } else {
+            IntDotsI4<R, Kt>(q, q_stride, qscale, k + j * k_stride, k_stride, d, s + j, s_stride);
+          }
         });
   }
 
@@ -502,6 +593,167 @@ struct QuantAttender {
     }
     for (std::int64_t r = 0; r < rows_total; ++r) wmax[r] = ReduceMax<Arch>(mx[r]);
     return xsimd::all(finite);
+  }
+
+  // int4 V: w[r][g][j] = p[r][j] scale_jg over the block (id.weights), rounded
+  // to int16 with the row's scale (its largest |w| -> WeightRange, wscale[r]);
+  // hidden keys (p = -0.0) and the padding past kb get 0, so that not even a NaN
+  // scale reaches the row. False when a visible key's p or scales are not
+  // finite (s is not changed: the float step then reads it).
+  static bool QuantizeGroupWeights(const AttendTile& t, std::int64_t rows_total, const float* s,
+                                   const std::uint8_t* v, std::int64_t v_stride, std::int64_t kb,
+                                   const IntDecode& id) {
+    const std::int64_t groups = t.dv / kGroup;
+    const std::int64_t kb_pad = (kb + kN - 1) / kN * kN;
+    const RowOffsets o = OffsetsOf(v_stride);
+    const std::uint8_t* const scales = v + t.dv / 2;
+    const B big(__FLT_MAX__);
+    const auto visible = [](const B& p) {
+      return xsimd::bool_cast(BitCast<std::int32_t>(p) != I(INT32_MIN));
+    };
+    // max |w| = max_j |p_j| max_g |scale_jg|: one product per key and row.
+    B mx[static_cast<std::size_t>(kDequantTileRows)];  // Block: rows_total < kDequantTileRows
+    for (std::int64_t r = 0; r < rows_total; ++r) mx[r] = B(0.0f);
+    auto finite = B(0.0f) == B(0.0f);
+    for (std::int64_t j = 0; j < kb_pad; j += kN) {
+      B top(0.0f);
+      auto ok = B(0.0f) == B(0.0f);
+      for (std::int64_t g = 0; g < groups; ++g) {
+        const B mag = AbsBits<Arch>(ScalesOf(scales + g * 4, v_stride, o, j, kb));
+        ok = ok & (mag <= big);  // false for NaN too
+        top = xsimd::select(mag > top, mag, top);
+      }
+      for (std::int64_t r = 0; r < rows_total; ++r) {
+        const B p = B::load_unaligned(s + r * t.block + j);
+        const B mag = AbsBits<Arch>(p);
+        finite = finite & (~visible(p) | (ok & (mag <= big)));
+        const B w = mag * top;
+        mx[r] = xsimd::select(w > mx[r], w, mx[r]);
+      }
+    }
+    if (!xsimd::all(finite)) return false;
+    const float range = WeightRange(kb_pad);
+    float inv[static_cast<std::size_t>(kDequantTileRows)];
+    for (std::int64_t r = 0; r < rows_total; ++r) {
+      const float wmax = ReduceMax<Arch>(mx[r]);
+      inv[r] = wmax > 0.0f ? range / wmax : 0.0f;
+      id.wscale[r] = wmax / range;
+    }
+    // 2 kN keys per store (w_group_stride leaves room for the block rounded to
+    // 32). |p inv scale| <= range up to rounding, so no clamp; a scale that is
+    // not finite belongs to a hidden key and becomes 0.
+    const auto finite_or_zero = [&](const B& x) {
+      return xsimd::select(AbsBits<Arch>(x) <= big, x, B(0.0f));
+    };
+    for (std::int64_t g = 0; g < groups; ++g) {
+      for (std::int64_t j = 0; j < kb_pad; j += 2 * kN) {
+        const bool two = j + kN < kb_pad;
+        const B first = finite_or_zero(ScalesOf(scales + g * 4, v_stride, o, j, kb));
+        const B second =
+            two ? finite_or_zero(ScalesOf(scales + g * 4, v_stride, o, j + kN, kb)) : B(0.0f);
+        for (std::int64_t r = 0; r < rows_total; ++r) {
+          const float* p = s + r * t.block + j;
+          const B pi(inv[r]);
+          const I lo = xsimd::nearbyint_as_int(B::load_unaligned(p) * pi * first);
+          const I hi =
+              two ? xsimd::nearbyint_as_int(B::load_unaligned(p + kN) * pi * second) : I(0);
+          Dot::Narrow(lo, hi).store_unaligned(reinterpret_cast<std::int32_t*>(
+              id.weights + r * id.w_row_stride + g * id.w_group_stride + j));
+        }
+      }
+    }
+    return true;
+  }
+
+  // The weight pairs (w_jg, w_j+1,g) of a row for the run of int4 values at c,
+  // lane by lane as InterleaveLo / Hi leave the pairs of V values.
+  __attribute__((always_inline)) static I WeightPairs(const std::int16_t* w_row,
+                                                      std::int64_t group_stride, std::int64_t c,
+                                                      std::int64_t j) {
+    const std::int16_t* w = w_row + c / kGroup * group_stride + j;
+    if constexpr (kRun <= kGroup) {
+      return Dot::BroadcastPair(w);
+    } else {
+      return xsimd::select(LowLanes<std::int32_t>(), Dot::BroadcastPair(w),
+                           Dot::BroadcastPair(w + group_stride));
+    }
+  }
+
+  // int4 V: acc_r = acc_r alpha_r + wscale_r sum_j w16[r][g][j] v_j, run by run,
+  // H halves of a run (its even values, its odd ones) per pass from kFirst: V
+  // rows j and j + 1 widened, interleaved, and multiplied with the row's weight
+  // pair of the group in one pmaddwd. The sums land in span order (a run is two
+  // spans: even values 0 .. 2 kN - 2 first, then the odd ones, then the next span).
+  template <int R, int H, int kFirst>
+  __attribute__((always_inline)) static void IntAccumulateI4Pass(
+      const IntDecode& id, const float* alpha, const float* wscale, const std::uint8_t* v,
+      std::int64_t v_stride, std::int64_t kb, std::int64_t c, float* acc, std::int64_t acc_stride) {
+    I lo[static_cast<std::size_t>(R * H)];
+    I hi[static_cast<std::size_t>(R * H)];
+#pragma GCC unroll 16
+    for (int a = 0; a < R * H; ++a) lo[a] = hi[a] = I(0);
+    const auto pair_step = [&](const std::uint8_t* va, const std::uint8_t* vb, std::int64_t j)
+        __attribute__((always_inline)) {
+      I a[2];
+      I b[2];
+      Dot::WidenI4(va, a[0], a[1]);
+      Dot::WidenI4(vb, b[0], b[1]);
+#pragma GCC unroll 4
+      for (int x = 0; x < H; ++x) {
+        const I il = Dot::InterleaveLo(a[kFirst + x], b[kFirst + x]);
+        const I ih = Dot::InterleaveHi(a[kFirst + x], b[kFirst + x]);
+#pragma GCC unroll 16
+        for (int r = 0; r < R; ++r) {
+          const I pair = WeightPairs(id.weights + r * id.w_row_stride, id.w_group_stride, c, j);
+          lo[r * H + x] += Dot::Madd(il, pair);
+          hi[r * H + x] += Dot::Madd(ih, pair);
+        }
+      }
+    };
+    std::int64_t j = 0;
+#pragma GCC unroll 2
+    for (; j + 1 < kb; j += 2) {
+      const std::uint8_t* va = v + j * v_stride + c / 2;
+      pair_step(va, va + v_stride, j);
+    }
+    if (j < kb) pair_step(v + j * v_stride + c / 2, v + j * v_stride + c / 2, j);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const B a(alpha[r]);
+      const B sc(wscale[r]);
+#pragma GCC unroll 4
+      for (int x = 0; x < H; ++x) {
+        I first = lo[r * H + x];
+        I second = hi[r * H + x];
+        Dot::InOrder(first, second);
+        float* out = acc + r * acc_stride + c + (kFirst + x) * kN;
+        xsimd::fma(xsimd::batch_cast<float>(first), sc, B::load_unaligned(out) * a)
+            .store_unaligned(out);
+        xsimd::fma(xsimd::batch_cast<float>(second), sc, B::load_unaligned(out + 2 * kN) * a)
+            .store_unaligned(out + 2 * kN);
+      }
+    }
+  }
+
+  static void IntAccumulateI4(const AttendTile& t, std::int64_t rows_total, const float* alpha,
+                              const std::uint8_t* v, std::int64_t v_stride, std::int64_t kb,
+                              const IntDecode& id) {
+    ForEachRowTile<0, 1, 1, 1>(rows_total, 0, [&]<int R, int C>(std::int64_t r) {
+      IntDecode rows = id;
+      rows.weights = id.weights + r * id.w_row_stride;
+      float* const acc = t.acc + r * t.acc_stride;
+      for (std::int64_t c = 0; c < t.dv; c += kRun) {
+        if constexpr (C >= 2) {
+          IntAccumulateI4Pass<R, 2, 0>(rows, alpha + r, id.wscale + r, v, v_stride, kb, c, acc,
+                                       t.acc_stride);
+        } else {
+          IntAccumulateI4Pass<R, 1, 0>(rows, alpha + r, id.wscale + r, v, v_stride, kb, c, acc,
+                                       t.acc_stride);
+          IntAccumulateI4Pass<R, 1, 1>(rows, alpha + r, id.wscale + r, v, v_stride, kb, c, acc,
+                                       t.acc_stride);
+        }
+      }
+    });
   }
 
   // acc_r = acc_r * alpha_r + sum_j p[r][j] v_j, VC vectors of Dv at a time
@@ -657,15 +909,13 @@ struct QuantAttender {
     if (Float::BlockHidden(t, tb, kb)) return;
     const Prefetch none;
     bool scored = false;
-    if constexpr (kK == DType::kI8) {
-      if (id.scores) {
-        ForEachRowTile<0, 1, kIntScoreKeys, 1>(rows_total, 0, [&]<int R, int K>(std::int64_t r) {
-          IntScoreRows<R, K>(id.q + r * id.q_stride, id.q_stride, k, k_stride, kb, t.d,
-                             s + r * t.block, t.block, r == 0 ? pf : none);
-        });
-        ScaleScores(t, rows_total, id.qscale, k, k_stride, kb, s);
-        scored = true;
-      }
+    if (id.scores) {
+      ForEachRowTile<0, 1, kIntScoreKeys, 1>(rows_total, 0, [&]<int R, int K>(std::int64_t r) {
+        IntScoreRows<R, K>(id.q + r * id.q_stride, id.q_stride, id.qscale + r, k, k_stride, kb, t.d,
+                           s + r * t.block, t.block, r == 0 ? pf : none);
+      });
+      if constexpr (kK == DType::kI8) ScaleScores(t, rows_total, id.qscale, k, k_stride, kb, s);
+      scored = true;
     }
     if (!scored) {
       ForEachRowTile<Float::kWideRows, kWideScoreKeys, kScoreKeys, 2>(
@@ -682,6 +932,9 @@ struct QuantAttender {
         IntAccumulate(t, rows_total, s, alpha, id.wscale, v, v_stride, kb);
         return;
       }
+    } else if (id.values && QuantizeGroupWeights(t, rows_total, s, v, v_stride, kb, id)) {
+      IntAccumulateI4(t, rows_total, alpha, v, v_stride, kb, id);
+      return;
     }
     if (any_hidden) {
       Accumulate<true>(t, rows_total, s, alpha, v, v_stride, kb);
@@ -724,17 +977,25 @@ struct QuantAttender {
     const auto w =
         Float::Begin(t, [&](const float* q, float* dst) { ScaleQuery(q, t.scale, t.d, dst); });
     // Per-row factors past alpha, in the rows_total * 16 floats of padding the
-    // scratch has there (attend_tile.h).
+    // scratch has there, and the int4 value weights past the float part
+    // (attend_tile.h, QuantScratchFloats). int4 rows take the integer steps when
+    // they are whole runs (always but on AVX-512 with 32 or 96 values).
     IntDecode id;
     if (w.rows_total < kDequantTileRows) {
       id.qscale = w.alpha + w.rows_total;
       id.wscale = w.alpha + 2 * w.rows_total;
-      if constexpr (kK == DType::kI8) {
+      if (kK == DType::kI8 || t.d % kRun == 0) {
         id.scores = QuantizeQueries(w.rows_total, t.d, w.qd, w.qs, id.qscale);
         id.q = reinterpret_cast<const std::int16_t*>(w.qs);
         id.q_stride = 2 * w.qd;
       }
-      id.values = kV == DType::kI8;
+      id.values = kV == DType::kI8 || t.dv % kRun == 0;
+      if constexpr (kV == DType::kI4) {
+        id.w_group_stride = (t.block + 31) / 32 * 32;
+        id.w_row_stride = t.dv / kGroup * id.w_group_stride;
+        id.weights =
+            reinterpret_cast<std::int16_t*>(t.scratch + w.rows_total * (w.qd + t.block + 16));
+      }
     }
     const auto k_bytes = static_cast<std::int64_t>(RowBytes(kK, t.d));
     const auto v_bytes = static_cast<std::int64_t>(RowBytes(kV, t.dv));

@@ -42,6 +42,16 @@ constexpr std::int64_t DequantScratchFloats(std::int64_t block, std::int64_t d,
   return block * ((d + 15) / 16 * 16 + (dv + 15) / 16 * 16);
 }
 
+// The scratch floats a quantized tile of `rows` state rows takes past the float
+// part: the dequantized block of a prefill-sized tile, or a decode tile's int16
+// value weights for int4 V (one per row, key and group of kI4Group values, the
+// block rounded up to 32 keys).
+constexpr std::int64_t QuantScratchFloats(std::int64_t rows, std::int64_t block, std::int64_t d,
+                                          std::int64_t dv) noexcept {
+  if (rows >= kDequantTileRows) return DequantScratchFloats(block, d, dv);
+  return rows * ((block + 31) / 32 * 32) * ((dv + 63) / 64);
+}
+
 struct AttendTile {
   // Equal for f32 / f16 / bf16; both quantized (possibly different) otherwise.
   // Never kI4H: the driver rotates q and the output and hands such rows over as kI4.
@@ -88,8 +98,7 @@ struct AttendTile {
   std::int64_t block = 64;
   // 64-byte aligned work space of at least heads * rows * (RoundUp(d, 16) + block + 16)
   // floats: the scaled queries, the scores of one block, per-row factors; with
-  // quantized K/V and heads * rows >= kDequantTileRows, block * (RoundUp(d, 16) +
-  // RoundUp(dv, 16)) more after them (DequantScratchFloats).
+  // quantized K/V, QuantScratchFloats(heads * rows, block, d, dv) more after them.
   float* scratch = nullptr;
 
   // Outputs, heads * rows each: m[r], l[r] and acc[r * acc_stride + c], c < dv.

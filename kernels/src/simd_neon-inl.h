@@ -116,6 +116,11 @@ struct I16Dot {
   __attribute__((always_inline)) static I WidenI8(const std::uint8_t* p) {
     return vreinterpretq_s32_s16(vmovl_s8(vld1_s8(reinterpret_cast<const std::int8_t*>(p))));
   }
+  __attribute__((always_inline)) static void WidenI4(const std::uint8_t* p, I& even, I& odd) {
+    const int16x8_t w = vmovl_s8(vld1_s8(reinterpret_cast<const std::int8_t*>(p)));
+    even = vreinterpretq_s32_s16(vshrq_n_s16(vshlq_n_s16(w, 12), 12));
+    odd = vreinterpretq_s32_s16(vshrq_n_s16(w, 4));
+  }
   __attribute__((always_inline)) static I Load(const std::int16_t* p) {
     return vreinterpretq_s32_s16(vld1q_s16(p));
   }

@@ -202,6 +202,24 @@ struct I16Dot {
     }
   }
 
+  // The 2 kLanes int4 values of kLanes bytes (two's complement nibbles, low
+  // first) widened to int16: even gets values 0, 2, 4, ..., odd 1, 3, 5, ....
+  // A byte widened with its sign is 16 odd + (even & 15), so an arithmetic
+  // shift by 4 leaves odd, and moving the low nibble to the top and back leaves even.
+  __attribute__((always_inline)) static void WidenI4(const std::uint8_t* p, I& even, I& odd) {
+    const I w = WidenI8(p);
+    if constexpr (I::size == 16) {
+      even = _mm512_srai_epi16(_mm512_slli_epi16(w, 12), 12);
+      odd = _mm512_srai_epi16(w, 4);
+    } else if constexpr (I::size == 8) {
+      even = _mm256_srai_epi16(_mm256_slli_epi16(w, 12), 12);
+      odd = _mm256_srai_epi16(w, 4);
+    } else {
+      even = _mm_srai_epi16(_mm_slli_epi16(w, 12), 12);
+      odd = _mm_srai_epi16(w, 4);
+    }
+  }
+
   // kLanes int16 values.
   __attribute__((always_inline)) static I Load(const std::int16_t* p) {
     return I::load_unaligned(reinterpret_cast<const std::int32_t*>(p));

@@ -61,8 +61,8 @@ void RegisterContext(py::module_& m) {
       .def_property_readonly(
           "rounds_quantized_to_int16",
           [](const PyContext& c) { return kernels::RoundsQuantizedToInt16(c.context->Tier()); },
-          "Whether this tier attends int8 K/V in decode-sized tiles with int16 multiply-adds, "
-          "rounding queries and softmax weights to int16 (docs/quantized_kv.md).")
+          "Whether this tier attends quantized K/V in decode-sized tiles with int16 "
+          "multiply-adds, rounding queries and softmax weights to int16 (docs/quantized_kv.md).")
       .def("__repr__", [](const PyContext& c) {
         return fmt::format("ringkv.Context(threads={}, isa='{}')", c.context->Threads(),
                            kernels::IsaKey(c.context->Tier()));

@@ -228,9 +228,10 @@ TEST(RaggedWorkspaceTest, RotatedKeysAddTheRotatedQueryRowsPerWorker) {
 }
 
 // Prefill-sized tiles over quantized K/V dequantize each block into scratch
-// (attend_tile.h): exactly DequantScratchFloats more per worker, and nothing for
-// decode tiles.
-TEST(RaggedWorkspaceTest, QuantizedPrefillTilesAddADequantizedBlockPerWorker) {
+// (attend_tile.h): exactly DequantScratchFloats more per worker; decode tiles
+// take room for their int4 value weights: their rows x the key block rounded to
+// 32 x one float per 64 values of Dv.
+TEST(RaggedWorkspaceTest, QuantizedTilesAddADequantizedBlockOrDecodeWeightsPerWorker) {
   RaggedSdpaShape s{.q_heads = 8,
                     .kv_heads = 2,
                     .rows = 64,
@@ -252,7 +253,9 @@ TEST(RaggedWorkspaceTest, QuantizedPrefillTilesAddADequantizedBlockPerWorker) {
   s.rows = 2;  // G x 2 = 8 state rows: read in place
   const std::size_t decode = RaggedSdpaWorkspaceBytes(s, 2);
   s.quantized = true;
-  EXPECT_EQ(RaggedSdpaWorkspaceBytes(s, 2), decode);
+  const std::int64_t block = (SdpaTuning{}.key_block + 31) / 32 * 32;
+  EXPECT_EQ(RaggedSdpaWorkspaceBytes(s, 2) - decode,
+            static_cast<std::size_t>(2 * 8 * block * 1) * sizeof(float));
 }
 
 // BM_RaggedDecode's shape: 32 groups x 16 runs of 256 keys, Hq 32 / Hkv 8 / D 128.

@@ -269,9 +269,9 @@ TEST_P(RaggedSdpaTest, NaNScaleOnlyReachesRowsThatSeeIt) {
                 sizeof nan);
     test::OwnThreadsExecutor<2> executor;
     RunRagged(p.params, table, executor);
-    // int8 K rounds the queries on those tiers (measured 2.36e-6).
-    const bool int16 = kernels::RoundsQuantizedToInt16(GetParam()) && k_dtype == DType::kI8;
-    EXPECT_LE(test::RaggedMaxError(p, test::RaggedExpected(p)), int16 ? 7e-6 : 3.5e-7);
+    // Those tiers round the queries and weights (measured 2.93e-6).
+    const bool int16 = kernels::RoundsQuantizedToInt16(GetParam());
+    EXPECT_LE(test::RaggedMaxError(p, test::RaggedExpected(p)), int16 ? 9e-6 : 3.5e-7);
     ExpectNaNRows(p, c, [&](I64 e) { return e < nan_columns; });
   }
 }
@@ -294,7 +294,7 @@ TEST_P(RaggedSdpaTest, RowsInNoGroupAreZero) {
 // on the plan). D and Dv vary so int4h rotates blocks of 128, 64 and 32.
 // Tolerances: those of sdpa_quant_test.cc for the same pair (its decode cases),
 // not widened for the ragged driver; the worst measured error is next to each.
-// int16_tol: on the tiers that round int8 cases to int16 (sdpa_error.h).
+// int16_tol: on the tiers that round decode tiles to int16 (RoundsQuantizedToInt16).
 struct QuantPair {
   const char* name;
   DType k, v;
@@ -326,12 +326,13 @@ std::vector<QuantPair> QuantPairs() {
   // Measured over the scalar, SSE4.2 and AVX2 tiers (GCC 12, AMD EPYC, no AVX-512).
   return {{"i8_i8_d128", kI8, kI8, 128, 128, 3e-7 /* measured 8.54e-8 */,
            7.5e-6 /* measured 2.48e-6 */},
-          {"i4_i4_d64", kI4, kI4, 64, 64, 2e-7 /* measured 7.50e-8 */, 2e-7},
-          {"i4h_i4h_d128_dv64", kI4H, kI4H, 128, 64, 1.5e-7 /* measured 1.02e-7 */, 1.5e-7},
+          {"i4_i4_d64", kI4, kI4, 64, 64, 2e-7 /* measured 7.50e-8 */, 7e-6 /* measured 2.39e-6 */},
+          {"i4h_i4h_d128_dv64", kI4H, kI4H, 128, 64, 1.5e-7 /* measured 1.02e-7 */,
+           9e-6 /* measured 3.06e-6 */},
           {"i8k_i4v_d64_dv96", kI8, kI4, 64, 96, 3e-7 /* measured 1.07e-7 */,
-           1.6e-6 /* measured 5.48e-7 */},
+           7e-6 /* measured 2.28e-6 */},
           {"i4hk_i8v_d96_dv64", kI4H, kI8, 96, 64, 2.5e-7 /* measured 7.14e-8 */,
-           5.4e-6 /* measured 1.80e-6 */}};
+           6.6e-6 /* measured 2.22e-6 */}};
 }
 
 struct PreparedQuant {

@@ -140,7 +140,8 @@ void MakeProblem(const QCase& c, std::uint32_t seed, QProblem& p) {
 
 // Tolerances: about 3x the worst max abs error measured over the scalar, SSE4.2
 // and AVX2 tiers (GCC 12, AMD EPYC, no AVX-512), written next to each; int16_tol
-// over SSE4.2 and AVX2, which round int8 cases to int16.
+// over SSE4.2 and AVX2, which round the decode-sized tiles' queries and weights
+// to int16.
 std::vector<QCase> Cases() {
   using enum DType;
   std::vector<QCase> cs;
@@ -161,7 +162,8 @@ std::vector<QCase> Cases() {
        .seq_t = 333,
        .k_dtype = kI4,
        .v_dtype = kI4,
-       .tol = 2e-7 /* measured 6.41e-8 */});
+       .tol = 2e-7 /* measured 6.41e-8 */,
+       .int16_tol = 7.5e-6 /* measured 2.44e-6 */});
   add({.name = "decode_i8k_i4v_d128_segments",
        .hq = 4,
        .hkv = 1,
@@ -172,7 +174,7 @@ std::vector<QCase> Cases() {
        .segments = {5, 130, 165},
        .strided = true,
        .tol = 3e-7 /* measured 9.95e-8 */,
-       .int16_tol = 1.5e-6 /* measured 5.12e-7 */});
+       .int16_tol = 6.5e-6 /* measured 2.12e-6 */});
   add({.name = "prefill_causal_i4k_i8v_d64",
        .hq = 6,
        .hkv = 3,
@@ -182,7 +184,7 @@ std::vector<QCase> Cases() {
        .mask = MaskKind::kCausal,
        .segments = {40, 50},
        .tol = 3.5e-7 /* measured 1.32e-7 */,
-       .int16_tol = 1.1e-5 /* measured 3.65e-6 */});
+       .int16_tol = 1.4e-5 /* measured 4.53e-6 */});
   add({.name = "prefill_causal_i8_d68_tails",
        .hq = 3,
        .hkv = 1,
@@ -215,7 +217,8 @@ std::vector<QCase> Cases() {
        .dv = 128,
        .k_dtype = kI4H,
        .v_dtype = kI4H,
-       .tol = 1.5e-7 /* measured 4.84e-8 */});
+       .tol = 1.5e-7 /* measured 4.84e-8 */,
+       .int16_tol = 9e-6 /* measured 3.05e-6 */});
   add({.name = "decode_i4hk_i8v_d96_segments",
        .hq = 4,
        .hkv = 1,
@@ -226,7 +229,7 @@ std::vector<QCase> Cases() {
        .segments = {5, 130, 165},
        .strided = true,
        .tol = 2.5e-7 /* measured 7.41e-8 */,
-       .int16_tol = 5e-6 /* measured 1.63e-6 */});
+       .int16_tol = 6.5e-6 /* measured 2.15e-6 */});
   add({.name = "prefill_causal_i8k_i4hv_d256",
        .hq = 4,
        .hkv = 2,
@@ -237,7 +240,7 @@ std::vector<QCase> Cases() {
        .v_dtype = kI4H,
        .mask = MaskKind::kCausal,
        .tol = 3e-7 /* measured 8.99e-8 */,
-       .int16_tol = 5e-6 /* measured 1.74e-6 */});
+       .int16_tol = 2.7e-5 /* measured 8.92e-6 */});
   add({.name = "prefill_causal_i4h_d64_i4v",
        .batch = 2,
        .hq = 6,
@@ -265,10 +268,7 @@ std::vector<QCase> Cases() {
            .segments = {70, 80},
            .nan_hidden = true,
            .tol = 3.5e-7 /* measured 1.21e-7 (int4h 9.72e-8) */,
-           // int8 V measured 4.07e-6, int8 K (float V) 9.03e-7
-           .int16_tol = vd == kI8   ? 1.2e-5
-                        : kd == kI8 ? 2.7e-6
-                                    : 0.0});
+           .int16_tol = 1.3e-5 /* measured 3.40e-6 - 4.40e-6 */});
     }
   }
   return cs;

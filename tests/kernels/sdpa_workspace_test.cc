@@ -64,9 +64,10 @@ void Make(Problem& p) {
 }
 
 // Prefill-sized tiles over quantized K/V dequantize each block into scratch
-// (attend_tile.h): exactly DequantScratchFloats more per worker, and nothing for
-// decode tiles.
-TEST(SdpaWorkspaceSizeTest, QuantizedPrefillTilesAddADequantizedBlockPerWorker) {
+// (attend_tile.h): exactly DequantScratchFloats more per worker; decode tiles
+// take room for their int4 value weights: G rows x the key block rounded to 32 x
+// one float per 64 values of Dv.
+TEST(SdpaWorkspaceSizeTest, QuantizedTilesAddADequantizedBlockOrDecodeWeightsPerWorker) {
   SdpaShape s{.batch = 1,
               .q_heads = 8,
               .kv_heads = 2,
@@ -87,7 +88,9 @@ TEST(SdpaWorkspaceSizeTest, QuantizedPrefillTilesAddADequantizedBlockPerWorker) 
   s.queries = 1;  // decode: G = 4 state rows, read in place
   const std::size_t decode = SdpaWorkspaceBytes(s, 2);
   s.quantized = true;
-  EXPECT_EQ(SdpaWorkspaceBytes(s, 2), decode);
+  const std::int64_t block = (SdpaTuning{}.decode_key_block + 31) / 32 * 32;
+  EXPECT_EQ(SdpaWorkspaceBytes(s, 2) - decode,
+            static_cast<std::size_t>(2 * 4 * block * 1) * sizeof(float));
 }
 
 class SdpaWorkspaceTest : public ::testing::TestWithParam<Isa> {};

@@ -112,13 +112,15 @@ void CheckCheck(const json& report, bool skipped, int exit_code) {
   const double positions = Count(*check, {"positions"});
   const double sequence = Count(*check, {"sequence"});
   const double drafted = Count(report, {"speculation", "drafted"});
-  // int8 K/V on a tier other than scalar: the kernels round queries and softmax
-  // weights to int16 (kernels::RoundsQuantizedToInt16), allowed 5e-3.
+  // Quantized K/V on a tier other than scalar: the kernels round queries and
+  // softmax weights to int16 (kernels::RoundsQuantizedToInt16), allowed 5e-3 for
+  // int8 and 0.15 for int4 (model::LogitTolerance says why).
   const json* kv_dtype = At(report, {"config", "kv_dtype"});
   const json* isa = At(report, {"isa"});
-  const bool int16 =
-      kv_dtype != nullptr && isa != nullptr && *kv_dtype == "int8" && *isa != "scalar";
-  const double allowed = int16 ? 5e-3 : 1e-3;
+  const bool int16 = kv_dtype != nullptr && isa != nullptr && *isa != "scalar";
+  const bool int8 = int16 && *kv_dtype == "int8";
+  const bool int4 = int16 && (*kv_dtype == "int4" || *kv_dtype == "int4h");
+  const double allowed = int8 ? 5e-3 : int4 ? 0.15 : 1e-3;
   Expect(tolerance > 0 && tolerance <= allowed, "tolerance", tolerance, allowed);
   Expect(positions > drafted, "many logit rows are compared", positions, drafted);
   Expect(sequence == Count(report, {"long", "offset_end"}), "the whole sequence is recomputed",

@@ -50,8 +50,8 @@ struct Config {
   DType value_dtype = dtype;  // quantized pools may store values apart
   std::int64_t dim = 8;       // D; int4 needs multiples of 32
   std::int64_t value_dim = 6;
-  // int8 K or V on a tier that rounds them to int16 (kernels::RoundsQuantizedToInt16):
-  // the error measured with that rounding.
+  // On a tier that rounds quantized K/V attention to int16
+  // (kernels::RoundsQuantizedToInt16): the error measured with that rounding.
   double int16_tolerance = 0.0;
 };
 
@@ -458,10 +458,10 @@ class Workload {
   std::unique_ptr<SequenceCache::State> state_;
   Model state_model_;
   double max_error_ = 0.0;
-  const double tolerance_ = (config_.dtype == DType::kI8 || config_.value_dtype == DType::kI8) &&
-                                    kernels::RoundsQuantizedToInt16(ctx_.Tier())
-                                ? config_.int16_tolerance
-                                : config_.tolerance;
+  const double tolerance_ =
+      IsQuantized(config_.dtype) && kernels::RoundsQuantizedToInt16(ctx_.Tier())
+          ? config_.int16_tolerance
+          : config_.tolerance;
   std::int64_t rows_checked_ = 0;
   int refusals_ = 0;
   int shift_calls_ = 0;
@@ -499,10 +499,10 @@ INSTANTIATE_TEST_SUITE_P(
                       Config{"bf16_window_memory", DType::kBF16, 4, 5, 12, 0},
                       Config{"f32_chunk", DType::kF32, 16, 0, 0, 7},
                       Config{"f16_window_chunk", DType::kF16, 4, 9, 0, 4},
-                      // int16 rounding measured 2.26e-4, 1.15e-4 and 1.42e-4 (SSE4.2 and AVX2).
+                      // int16 rounding measured 2.26e-4, 3.66e-4 and 1.38e-4 (SSE4.2 and AVX2).
                       Quantized("int8_full", DType::kI8, DType::kI8, 4, {0, 0}, 32, 32, 5e-6, 7e-4),
                       Quantized("int4h_k_int8_v_window", DType::kI4H, DType::kI8, 8, {6, 0}, 64, 24,
-                                5e-6, 3.5e-4),
+                                5e-6, 1.1e-3),
                       Quantized("int8_k_int4_v_chunk", DType::kI8, DType::kI4, 16, {0, 7}, 16, 32,
                                 2e-6, 4.5e-4)),
     [](const ::testing::TestParamInfo<Config>& param) { return std::string(param.param.name); });

@@ -58,8 +58,8 @@ double ServingReport::MaxDiff() const {
 }
 
 double LogitTolerance(DType kv_dtype, kernels::Isa tier) {
-  return kv_dtype == DType::kI8 && kernels::RoundsQuantizedToInt16(tier) ? kLogitToleranceInt16
-                                                                         : kLogitTolerance;
+  if (!IsQuantized(kv_dtype) || !kernels::RoundsQuantizedToInt16(tier)) return kLogitTolerance;
+  return IsInt4(kv_dtype) ? kLogitToleranceInt4Int16 : kLogitToleranceInt16;
 }
 
 CheckVerdict DemoReport::Verdict() const {

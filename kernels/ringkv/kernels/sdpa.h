@@ -90,11 +90,12 @@ struct SdpaShape {
 // The shape of `params` (reads shapes only, never data).
 SdpaShape ShapeOf(const SdpaParams& params) noexcept;
 
-// Whether tier `isa` attends int8 K or V in decode-sized tiles (fewer than 32
-// query rows per kv head and task) with int16 multiply-adds: it rounds the
-// queries (int8 K) and the softmax weights (int8 V) to int16, at 2^-16 of each
-// row's largest, for about twice the multiply-adds an f32 FMA does. The scalar
-// tier computes in f32 throughout. docs/quantized_kv.md has the error this adds.
+// Whether tier `isa` attends quantized K or V in decode-sized tiles (fewer than
+// 32 query rows per kv head and task) with int16 multiply-adds: it rounds the
+// queries (K) and the softmax weights (V; per scale group for int4) to int16, at
+// 2^-16 of each row's largest, for about twice the multiply-adds an f32 FMA does.
+// The scalar tier computes in f32 throughout. docs/quantized_kv.md has the
+// error this adds.
 bool RoundsQuantizedToInt16(Isa isa) noexcept;
 
 // Bytes of scratch one Sdpa call of `shape` needs on an executor whose
