@@ -98,5 +98,27 @@ BENCHMARK_CAPTURE(BM_FmaPeak, sse42, kernels::Isa::kSse42)->Apply(FmaPeakArgs);
 BENCHMARK_CAPTURE(BM_FmaPeak, avx2, kernels::Isa::kAvx2)->Apply(FmaPeakArgs);
 BENCHMARK_CAPTURE(BM_FmaPeak, avx512, kernels::Isa::kAvx512)->Apply(FmaPeakArgs);
 
+// The AVX2 tier's int16 multiply-adds per second (vpmaddwd + vpaddd), beside its
+// FMA row: the integer decode of quantized K/V is held by this rate. GMAC/s
+// compares with GFLOP/s / 2 of BM_FmaPeak/avx2 (an FMA lane is one multiply-add).
+void BM_Int16MaddPeak(benchmark::State& state) {
+  if (kernels::KernelsFor(kernels::Isa::kAvx2) == nullptr) {
+    state.SkipWithError("tier not available on this CPU or build, or above RINGKV_ISA");
+    return;
+  }
+  const int threads = static_cast<int>(state.range(0));
+  double best = 0.0;
+  for (auto _ : state) {
+    const double macs = MeasureInt16MaddPeak(threads);
+    best = macs > best ? macs : best;
+  }
+  state.counters["threads"] = threads;
+  state.counters["GMAC/s"] = best * 1e-9;
+  char text[32];
+  std::snprintf(text, sizeof(text), "madd=%.1fGMAC/s", best * 1e-9);
+  state.SetLabel(SummaryLabel("i16", text));
+}
+BENCHMARK(BM_Int16MaddPeak)->Name("BM_Int16MaddPeak/avx2")->Apply(FmaPeakArgs);
+
 }  // namespace
 }  // namespace ringkv::bench

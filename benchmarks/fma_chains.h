@@ -25,6 +25,13 @@ inline constexpr double kFmaFlopsPerStepSse42 = 2.0 * 4 * 12;
 float FmaChainsAvx2(std::size_t iterations, float seed) noexcept;
 inline constexpr double kFmaFlopsPerStepAvx2 = 2.0 * 8 * 12;
 
+// The AVX2 tier's int16 multiply-add as the integer decode uses it (attend_quant-inl.h):
+// 12 chains of 256-bit vpmaddwd then vpaddd into the chain, 16 multiply-adds per
+// pair; returns the sum as a float. A step is kMaddMacsPerStepAvx2 multiply-adds,
+// to be set against kFmaFlopsPerStepAvx2 / 2 (an FMA is 8 of them, 2 flops each).
+float MaddChainsAvx2(std::size_t iterations, float seed) noexcept;
+inline constexpr double kMaddMacsPerStepAvx2 = 16.0 * 12;
+
 // AVX-512 tier: 16 chains of 512-bit vfmadd (only built with RINGKV_ENABLE_AVX512).
 float FmaChainsAvx512(std::size_t iterations, float seed) noexcept;
 inline constexpr double kFmaFlopsPerStepAvx512 = 2.0 * 16 * 16;

@@ -199,6 +199,17 @@ double MeasureFmaPeak(kernels::Isa isa, int threads) {
   return loop.flops_per_step * static_cast<double>(kIterations) * threads / seconds;
 }
 
+double MeasureInt16MaddPeak(int threads) {
+  Expects(kernels::KernelsFor(kernels::Isa::kAvx2) != nullptr);
+  constexpr std::size_t kIterations = std::size_t{1} << 22;
+  const auto work = [&](int t) {
+    g_sink.store(MaddChainsAvx2(kIterations, static_cast<float>(t)), std::memory_order_relaxed);
+  };
+  work(0);
+  const double seconds = TimeParallel(threads, work);
+  return kMaddMacsPerStepAvx2 * static_cast<double>(kIterations) * threads / seconds;
+}
+
 namespace {
 
 // The memo: benchmark-process state by design (the limits of this run).

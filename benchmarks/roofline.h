@@ -25,6 +25,9 @@ double MeasureMemcpyBandwidth(std::size_t bytes, int threads);
 // kernel of that tier can do no better. Expects KernelsFor(isa) != nullptr (the
 // tier is compiled in, runs here and is within the tier cap).
 double MeasureFmaPeak(kernels::Isa isa, int threads);
+// The int16 multiply-adds per second of the AVX2 tier's vpmaddwd + vpaddd pair
+// (MaddChainsAvx2), the integer decode's inner step. Expects KernelsFor(kAvx2).
+double MeasureInt16MaddPeak(int threads);
 
 // Memoised: the best of a few measurements, taken on first use.
 double ReadBandwidth(std::size_t bytes, int threads);
