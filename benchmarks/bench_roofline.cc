@@ -66,9 +66,11 @@ BENCHMARK_CAPTURE(BM_MemcpyBandwidth, dram_1GiB, kStreamBytes)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
-// The f32 peak of each tier's widest multiply-add, one row per tier that runs here
-// within the tier cap: each kernel benchmark is held to its own tier's row.
-void BM_FmaPeak(benchmark::State& state, kernels::Isa isa) {
+// The best of measure(threads) over the iterations, in giga-units per second:
+// counter `unit` and the summary label "<name>=<value><unit>" (run_summary.sh).
+template <class Measure>
+void ReportPeak(benchmark::State& state, kernels::Isa isa, const char* dtype, const char* name,
+                const char* unit, const Measure& measure) {
   if (kernels::KernelsFor(isa) == nullptr) {
     state.SkipWithError("tier not available on this CPU or build, or above RINGKV_ISA");
     return;
@@ -76,14 +78,21 @@ void BM_FmaPeak(benchmark::State& state, kernels::Isa isa) {
   const int threads = static_cast<int>(state.range(0));
   double best = 0.0;
   for (auto _ : state) {
-    const double flops = MeasureFmaPeak(isa, threads);
-    best = flops > best ? flops : best;
+    const double rate = measure(threads);
+    best = rate > best ? rate : best;
   }
   state.counters["threads"] = threads;
-  state.counters["GFLOP/s"] = best * 1e-9;
-  char text[32];
-  std::snprintf(text, sizeof(text), "fma=%.1fGFLOP/s", best * 1e-9);
-  state.SetLabel(SummaryLabel("f32", text));
+  state.counters[unit] = best * 1e-9;
+  char text[48];
+  std::snprintf(text, sizeof(text), "%s=%.1f%s", name, best * 1e-9, unit);
+  state.SetLabel(SummaryLabel(dtype, text));
+}
+
+// The f32 peak of each tier's widest multiply-add, one row per tier that runs here
+// within the tier cap: each kernel benchmark is held to its own tier's row.
+void BM_FmaPeak(benchmark::State& state, kernels::Isa isa) {
+  ReportPeak(state, isa, "f32", "fma", "GFLOP/s",
+             [&](int threads) { return MeasureFmaPeak(isa, threads); });
 }
 void FmaPeakArgs(benchmark::internal::Benchmark* b) {
   b->ArgName("threads")
@@ -102,21 +111,7 @@ BENCHMARK_CAPTURE(BM_FmaPeak, avx512, kernels::Isa::kAvx512)->Apply(FmaPeakArgs)
 // FMA row: the integer decode of quantized K/V is held by this rate. GMAC/s
 // compares with GFLOP/s / 2 of BM_FmaPeak/avx2 (an FMA lane is one multiply-add).
 void BM_Int16MaddPeak(benchmark::State& state) {
-  if (kernels::KernelsFor(kernels::Isa::kAvx2) == nullptr) {
-    state.SkipWithError("tier not available on this CPU or build, or above RINGKV_ISA");
-    return;
-  }
-  const int threads = static_cast<int>(state.range(0));
-  double best = 0.0;
-  for (auto _ : state) {
-    const double macs = MeasureInt16MaddPeak(threads);
-    best = macs > best ? macs : best;
-  }
-  state.counters["threads"] = threads;
-  state.counters["GMAC/s"] = best * 1e-9;
-  char text[32];
-  std::snprintf(text, sizeof(text), "madd=%.1fGMAC/s", best * 1e-9);
-  state.SetLabel(SummaryLabel("i16", text));
+  ReportPeak(state, kernels::Isa::kAvx2, "i16", "madd", "GMAC/s", MeasureInt16MaddPeak);
 }
 BENCHMARK(BM_Int16MaddPeak)->Name("BM_Int16MaddPeak/avx2")->Apply(FmaPeakArgs);
 

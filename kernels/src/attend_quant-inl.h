@@ -474,6 +474,34 @@ struct QuantAttender {
     }
   }
 
+  // Calls step(va, vb, j) for the key pairs (j, j + 1) of a block, va and vb
+  // rows j and j + 1 of v; a last, odd key pairs with itself (vb = va), its
+  // partner's weight being 0.
+  template <class Step>
+  __attribute__((always_inline)) static void ForEachKeyPair(const std::uint8_t* v,
+                                                            std::int64_t v_stride, std::int64_t kb,
+                                                            const Step& step) {
+    std::int64_t j = 0;
+#pragma GCC unroll 2
+    for (; j + 1 < kb; j += 2) {
+      const std::uint8_t* va = v + j * v_stride;
+      step(va, va + v_stride, j);
+    }
+    if (j < kb) step(v + j * v_stride, v + j * v_stride, j);
+  }
+
+  // out = out alpha + sums scale for the pair sums of InterleaveLo (lo) and
+  // InterleaveHi (hi): their first half at out, their second `gap` floats on.
+  __attribute__((always_inline)) static void AddScaledSums(I lo, I hi, float alpha, float scale,
+                                                           float* out, std::int64_t gap) {
+    Dot::InOrder(lo, hi);
+    const B a(alpha);
+    const B sc(scale);
+    xsimd::fma(xsimd::batch_cast<float>(lo), sc, B::load_unaligned(out) * a).store_unaligned(out);
+    xsimd::fma(xsimd::batch_cast<float>(hi), sc, B::load_unaligned(out + gap) * a)
+        .store_unaligned(out + gap);
+  }
+
   // acc_r = acc_r alpha_r + wscale_r sum_j w16[r][j] v_j, VC registers of Dv
   // (kL values each) at a time: V rows j and j + 1 widened, interleaved, and
   // multiplied with the row's weight pair in one pmaddwd.
@@ -487,7 +515,6 @@ struct QuantAttender {
       I hi[static_cast<std::size_t>(R * VC)];
 #pragma GCC unroll 16
       for (int a = 0; a < R * VC; ++a) lo[a] = hi[a] = I(0);
-      // Keys j and j + 1 (vb = va for a last, odd key: its pair weight is 0).
       const auto pair_step = [&](const std::uint8_t* va, const std::uint8_t* vb, std::int64_t j)
           __attribute__((always_inline)) {
 #pragma GCC unroll 16
@@ -504,27 +531,13 @@ struct QuantAttender {
           }
         }
       };
-      std::int64_t j = 0;
-#pragma GCC unroll 2
-      for (; j + 1 < kb; j += 2) {
-        const std::uint8_t* va = v + j * v_stride + c;
-        pair_step(va, va + v_stride, j);
-      }
-      if (j < kb) pair_step(v + j * v_stride + c, v + j * v_stride + c, j);
+      ForEachKeyPair(v + c, v_stride, kb, pair_step);
 #pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {
-        const B a(alpha[r]);
-        const B sc(wscale[r]);
 #pragma GCC unroll 16
         for (int x = 0; x < VC; ++x) {
-          I first = lo[r * VC + x];
-          I second = hi[r * VC + x];
-          Dot::InOrder(first, second);
-          float* out = acc + r * acc_stride + c + x * kL;
-          xsimd::fma(xsimd::batch_cast<float>(first), sc, B::load_unaligned(out) * a)
-              .store_unaligned(out);
-          xsimd::fma(xsimd::batch_cast<float>(second), sc, B::load_unaligned(out + kN) * a)
-              .store_unaligned(out + kN);
+          AddScaledSums(lo[r * VC + x], hi[r * VC + x], alpha[r], wscale[r],
+                        acc + r * acc_stride + c + x * kL, kN);
         }
       }
     }
@@ -710,27 +723,13 @@ struct QuantAttender {
         }
       }
     };
-    std::int64_t j = 0;
-#pragma GCC unroll 2
-    for (; j + 1 < kb; j += 2) {
-      const std::uint8_t* va = v + j * v_stride + c / 2;
-      pair_step(va, va + v_stride, j);
-    }
-    if (j < kb) pair_step(v + j * v_stride + c / 2, v + j * v_stride + c / 2, j);
+    ForEachKeyPair(v + c / 2, v_stride, kb, pair_step);
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
-      const B a(alpha[r]);
-      const B sc(wscale[r]);
 #pragma GCC unroll 4
       for (int x = 0; x < H; ++x) {
-        I first = lo[r * H + x];
-        I second = hi[r * H + x];
-        Dot::InOrder(first, second);
-        float* out = acc + r * acc_stride + c + (kFirst + x) * kN;
-        xsimd::fma(xsimd::batch_cast<float>(first), sc, B::load_unaligned(out) * a)
-            .store_unaligned(out);
-        xsimd::fma(xsimd::batch_cast<float>(second), sc, B::load_unaligned(out + 2 * kN) * a)
-            .store_unaligned(out + 2 * kN);
+        AddScaledSums(lo[r * H + x], hi[r * H + x], alpha[r], wscale[r],
+                      acc + r * acc_stride + c + (kFirst + x) * kN, 2 * kN);
       }
     }
   }
