@@ -44,12 +44,12 @@ float FmaChainsAvx2(std::size_t iterations, float seed) noexcept {
 // multiply-adds, not the latency, as the limit.
 float MaddChainsAvx2(std::size_t iterations, float seed) noexcept {
   const int s = static_cast<int>(seed);
-  __m256i c0 = _mm256_set1_epi32(s), c1 = _mm256_set1_epi32(s + 1),
-          c2 = _mm256_set1_epi32(s + 2), c3 = _mm256_set1_epi32(s + 3),
-          c4 = _mm256_set1_epi32(s + 4), c5 = _mm256_set1_epi32(s + 5),
-          c6 = _mm256_set1_epi32(s + 6), c7 = _mm256_set1_epi32(s + 7),
-          c8 = _mm256_set1_epi32(s + 8), c9 = _mm256_set1_epi32(s + 9),
-          c10 = _mm256_set1_epi32(s + 10), c11 = _mm256_set1_epi32(s + 11);
+  __m256i c0 = _mm256_set1_epi32(s), c1 = _mm256_set1_epi32(s + 1), c2 = _mm256_set1_epi32(s + 2),
+          c3 = _mm256_set1_epi32(s + 3), c4 = _mm256_set1_epi32(s + 4),
+          c5 = _mm256_set1_epi32(s + 5), c6 = _mm256_set1_epi32(s + 6),
+          c7 = _mm256_set1_epi32(s + 7), c8 = _mm256_set1_epi32(s + 8),
+          c9 = _mm256_set1_epi32(s + 9), c10 = _mm256_set1_epi32(s + 10),
+          c11 = _mm256_set1_epi32(s + 11);
   const __m256i b = _mm256_set1_epi16(3);
   for (std::size_t i = 0; i < iterations; ++i) {
     c0 = _mm256_add_epi32(c0, _mm256_madd_epi16(c0, b));
