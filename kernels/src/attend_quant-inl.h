@@ -652,8 +652,8 @@ struct QuantAttender {
       inv[r] = wmax > 0.0f ? range / wmax : 0.0f;
       id.wscale[r] = wmax / range;
     }
-    // 2 kN keys per store (w_group_stride leaves room for the block rounded to
-    // 32). |p inv scale| <= range up to rounding, so no clamp; a scale that is
+    // 2 kN keys per store (w_group_stride, DecodeWeightKeys, leaves room for
+    // them). |p inv scale| <= range up to rounding, so no clamp; a scale that is
     // not finite belongs to a hidden key and becomes 0.
     const auto finite_or_zero = [&](const B& x) {
       return xsimd::select(AbsBits<Arch>(x) <= big, x, B(0.0f));
@@ -990,7 +990,7 @@ struct QuantAttender {
       }
       id.values = kV == DType::kI8 || t.dv % kRun == 0;
       if constexpr (kV == DType::kI4) {
-        id.w_group_stride = (t.block + 31) / 32 * 32;
+        id.w_group_stride = DecodeWeightKeys(t.block);
         id.w_row_stride = t.dv / kGroup * id.w_group_stride;
         id.weights =
             reinterpret_cast<std::int16_t*>(t.scratch + w.rows_total * (w.qd + t.block + 16));

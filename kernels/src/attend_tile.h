@@ -42,14 +42,20 @@ constexpr std::int64_t DequantScratchFloats(std::int64_t block, std::int64_t d,
   return block * ((d + 15) / 16 * 16 + (dv + 15) / 16 * 16);
 }
 
+// A decode tile's int16 value weights for int4 V: one per row, key and group of
+// kI4Group values, each group's keys this many apart (the block rounded up to
+// 32, so that the kernel may store 32 keys at a time).
+constexpr std::int64_t DecodeWeightKeys(std::int64_t block) noexcept {
+  return (block + 31) / 32 * 32;
+}
+
 // The scratch floats a quantized tile of `rows` state rows takes past the float
 // part: the dequantized block of a prefill-sized tile, or a decode tile's int16
-// value weights for int4 V (one per row, key and group of kI4Group values, the
-// block rounded up to 32 keys).
+// value weights (DecodeWeightKeys per group, two to a float).
 constexpr std::int64_t QuantScratchFloats(std::int64_t rows, std::int64_t block, std::int64_t d,
                                           std::int64_t dv) noexcept {
   if (rows >= kDequantTileRows) return DequantScratchFloats(block, d, dv);
-  return rows * ((block + 31) / 32 * 32) * ((dv + 63) / 64);
+  return rows * DecodeWeightKeys(block) * ((dv + 63) / 64);
 }
 
 struct AttendTile {
