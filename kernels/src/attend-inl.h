@@ -257,6 +257,74 @@ struct Attender {
     return c;
   }
 
+  // acc_r = acc_r alpha_r + sum_j p[r][j] v_j for the R rows of a decode-sized
+  // tile, walking V in address order: two keys at a time, each V vector loaded
+  // once and added into every row's accumulator, which stays in memory (L1)
+  // instead of registers. AccumulateChunks' walk, a column chunk at a time
+  // across all kb rows, is an order the hardware prefetchers do not follow, so
+  // decode from DRAM waited on V; in cache this walk's extra loads and stores
+  // cost a little (docs/benchmarks.md, "V in address order"). next: K rows of
+  // the following block, requested two at a time as the keys go by, so that K
+  // arrives while V is summed.
+  template <int R>
+  static void AccumulateInOrder(const float* p, std::int64_t p_stride, const float* alpha,
+                                const Stored* v, std::int64_t v_stride, std::int64_t kb,
+                                std::int64_t dv, float* acc, std::int64_t acc_stride,
+                                const Prefetch& next) {
+    const std::int64_t dv_vec = dv / kN * kN;
+    for (int r = 0; r < R; ++r) {
+      float* a = acc + r * acc_stride;
+      const B scale(alpha[r]);
+      for (std::int64_t c = 0; c < dv_vec; c += kN) {
+        (B::load_unaligned(a + c) * scale).store_unaligned(a + c);
+      }
+      for (std::int64_t c = dv_vec; c < dv; ++c) a[c] *= alpha[r];
+    }
+    std::int64_t j = 0;
+    for (; j + 2 <= kb; j += 2) {
+      PrefetchRows(next, j, 2);
+      B p0[static_cast<std::size_t>(R)];
+      B p1[static_cast<std::size_t>(R)];
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) {
+        p0[r] = B(p[r * p_stride + j]);
+        p1[r] = B(p[r * p_stride + j + 1]);
+      }
+      const Stored* v0 = v + j * v_stride;
+      const Stored* v1 = v0 + v_stride;
+      for (std::int64_t c = 0; c < dv_vec; c += kN) {
+        const B x0 = LoadAsFloat<Arch, Tag>(v0 + c);
+        const B x1 = LoadAsFloat<Arch, Tag>(v1 + c);
+#pragma GCC unroll 16
+        for (int r = 0; r < R; ++r) {
+          float* a = acc + r * acc_stride + c;
+          xsimd::fma(p1[r], x1, xsimd::fma(p0[r], x0, B::load_unaligned(a))).store_unaligned(a);
+        }
+      }
+      for (std::int64_t c = dv_vec; c < dv; ++c) {
+        for (int r = 0; r < R; ++r) {
+          float& a = acc[r * acc_stride + c];
+          a += p[r * p_stride + j] * LoadScalarAsFloat<Tag>(v0 + c);
+          a += p[r * p_stride + j + 1] * LoadScalarAsFloat<Tag>(v1 + c);
+        }
+      }
+    }
+    if (j < kb) {
+      const Stored* v0 = v + j * v_stride;
+      for (int r = 0; r < R; ++r) {
+        const B pr(p[r * p_stride + j]);
+        float* a = acc + r * acc_stride;
+        for (std::int64_t c = 0; c < dv_vec; c += kN) {
+          xsimd::fma(pr, LoadAsFloat<Arch, Tag>(v0 + c), B::load_unaligned(a + c))
+              .store_unaligned(a + c);
+        }
+        for (std::int64_t c = dv_vec; c < dv; ++c) {
+          a[c] += p[r * p_stride + j] * LoadScalarAsFloat<Tag>(v0 + c);
+        }
+      }
+    }
+  }
+
   template <int R, int VC, bool kSkipHidden>
   static void AccumulateRows(const float* p, std::int64_t p_stride, const float* alpha,
                              const Stored* v, std::int64_t v_stride, std::int64_t kb,
@@ -469,8 +537,9 @@ struct Attender {
     return w;
   }
 
-  // Calls block(run, tb, kb) for each block of kb <= t.block keys, from key tb,
-  // of each run's part of [t0, t1).
+  // Calls block(run, tb, kb, next_kb) for each block of kb <= t.block keys, from
+  // key tb, of each run's part of [t0, t1); next_kb: the keys of the block that
+  // follows in the same run (0 for a run's last block).
   template <class BlockStep>
   static void ForEachBlock(const AttendTile& t, const BlockStep& block) {
     for (std::int64_t ri = 0; ri < t.run_count; ++ri) {
@@ -478,7 +547,9 @@ struct Attender {
       const std::int64_t first = run.begin > t.t0 ? run.begin : t.t0;
       const std::int64_t end = run.begin + run.count < t.t1 ? run.begin + run.count : t.t1;
       for (std::int64_t tb = first; tb < end; tb += t.block) {
-        block(run, tb, end - tb < t.block ? end - tb : t.block);
+        const std::int64_t kb = end - tb < t.block ? end - tb : t.block;
+        const std::int64_t rest = end - tb - kb;
+        block(run, tb, kb, rest < t.block ? rest : t.block);
       }
     }
   }
@@ -487,7 +558,7 @@ struct Attender {
     const Scratch w = Begin(t, [&](const float* q, float* dst) {
       for (std::int64_t c = 0; c < t.d; ++c) dst[c] = q[c] * t.scale;
     });
-    ForEachBlock(t, [&](const KvRun& run, std::int64_t tb, std::int64_t kb) {
+    ForEachBlock(t, [&](const KvRun& run, std::int64_t tb, std::int64_t kb, std::int64_t next_kb) {
       const Stored* k = static_cast<const Stored*>(run.k) + (tb - run.begin) * run.k_stride;
       const Stored* v = static_cast<const Stored*>(run.v) + (tb - run.begin) * run.v_stride;
       const Prefetch pf{.k = k,
@@ -497,14 +568,19 @@ struct Attender {
                         .rows = kb,
                         .d = t.d,
                         .dv = t.dv};
-      Block(t, w.rows_total, w.qd, w.qs, w.s, w.alpha, k, run.k_stride, v, run.v_stride, tb, kb,
-            pf);
+      const Prefetch next{.k = next_kb > 0 ? k + kb * run.k_stride : nullptr,
+                          .k_stride = run.k_stride,
+                          .rows = next_kb,
+                          .d = t.d};
+      Block(t, w.rows_total, w.qd, w.qs, w.s, w.alpha, k, run.k_stride, v, run.v_stride, tb, kb, pf,
+            next);
     });
   }
 
   static void Block(const AttendTile& t, std::int64_t rows_total, std::int64_t qd, const float* qs,
                     float* s, float* alpha, const Stored* k, std::int64_t k_stride, const Stored* v,
-                    std::int64_t v_stride, std::int64_t tb, std::int64_t kb, const Prefetch& pf) {
+                    std::int64_t v_stride, std::int64_t tb, std::int64_t kb, const Prefetch& pf,
+                    const Prefetch& next) {
     if (BlockHidden(t, tb, kb)) return;  // before spending any work
     // Only the first row group prefetches: each K/V row is requested once.
     const Prefetch none;
@@ -517,14 +593,22 @@ struct Attender {
     if (Softmax(t, rows_total, kb, s, alpha)) {
       Accumulate<true>(t, rows_total, s, alpha, v, v_stride, kb);
     } else {
-      Accumulate<false>(t, rows_total, s, alpha, v, v_stride, kb);
+      Accumulate<false>(t, rows_total, s, alpha, v, v_stride, kb, next);
     }
   }
 
   template <bool kSkipHidden>
   static void Accumulate(const AttendTile& t, std::int64_t rows_total, const float* s,
                          const float* alpha, const Stored* v, std::int64_t v_stride,
-                         std::int64_t kb) {
+                         std::int64_t kb, const Prefetch& next = {}) {
+    if (!kSkipHidden && rows_total < kWideTileRows) {
+      const Prefetch none;
+      ForEachRowTile<0, 1, 1, 1>(rows_total, 0, [&]<int R, int>(std::int64_t r) {
+        AccumulateInOrder<R>(s + r * t.block, t.block, alpha + r, v, v_stride, kb, t.dv,
+                             t.acc + r * t.acc_stride, t.acc_stride, r == 0 ? next : none);
+      });
+      return;
+    }
     ForEachRowTile<kWideRows, 2, kAccChunks, 2>(
         rows_total, kWideTileRows, [&]<int R, int VC>(std::int64_t r) {
           AccumulateRows<R, VC, kSkipHidden>(s + r * t.block, t.block, alpha + r, v, v_stride, kb,

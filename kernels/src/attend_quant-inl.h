@@ -998,7 +998,7 @@ struct QuantAttender {
     }
     const auto k_bytes = static_cast<std::int64_t>(RowBytes(kK, t.d));
     const auto v_bytes = static_cast<std::int64_t>(RowBytes(kV, t.dv));
-    Float::ForEachBlock(t, [&](const KvRun& run, std::int64_t tb, std::int64_t kb) {
+    Float::ForEachBlock(t, [&](const KvRun& run, std::int64_t tb, std::int64_t kb, std::int64_t) {
       const auto* k = static_cast<const std::uint8_t*>(run.k) + (tb - run.begin) * run.k_stride;
       const auto* v = static_cast<const std::uint8_t*>(run.v) + (tb - run.begin) * run.v_stride;
       const Prefetch pf{.k = k,
