@@ -161,18 +161,15 @@ struct Attender {
   }
 
   // The current block's K and V rows, requested whole just before step (1)
-  // reads each K row: the V rows arrive while the scores are computed (step 3
-  // walks V chunk by chunk across rows, which the hardware prefetchers do not run
-  // ahead of), and a K row's lines are all in flight at once. Measured on the
-  // Zen 3 host, decode Hq 32 / Hkv 8 / D 128, T 32k, 1 thread: f32 36-42 ms
-  // without, 21 ms with; f16 18-19 ms -> 11-12 ms. Also tried, all slower or no
-  // better (T 16k f16/f32 cold, T 1k in cache): the next block into L1 (64 KiB
-  // ahead does not fit the 32 KiB L1 for f32); V rows at twice the pace of the
-  // scores plus the next block's K during step (3); K a few KiB ahead of the
-  // scores; the next block into L2 only (prefetcht1) on top of this one.
+  // reads each K row: the V rows are on their way while the scores are
+  // computed, and a K row's lines are all in flight at once. Prefill-sized
+  // tiles need this most: their step (3) walks V chunk by chunk across rows,
+  // which the hardware prefetchers do not run ahead of. Decode tiles also
+  // request the next block's K during step (3) (AccumulateInOrder). What else
+  // was tried, and what each choice measured: docs/benchmarks.md.
   struct Prefetch {
     const Stored* k = nullptr;  // nullptr: nothing to fetch
-    const Stored* v = nullptr;
+    const Stored* v = nullptr;  // read only when dv > 0: dv 0 fetches K rows only
     std::int64_t k_stride = 0;
     std::int64_t v_stride = 0;
     std::int64_t rows = 0;
