@@ -147,14 +147,15 @@ struct QuantAttender {
                                                           std::int64_t count) {
     if (pf.k == nullptr) return;
     const std::int64_t end = j0 + count < pf.rows ? j0 + count : pf.rows;
-    if (j0 < end && pf.k_stride == pf.k_bytes && pf.v_stride == pf.v_bytes) {
+    if (j0 >= end) return;
+    const auto line = [](const std::uint8_t* p) {
+      return reinterpret_cast<const std::uint8_t*>(reinterpret_cast<std::uintptr_t>(p) &
+                                                   ~std::uintptr_t{63});
+    };
+    if (pf.k_stride == pf.k_bytes) {
       // Packed rows: each line of the span once, K kAhead rows ahead of the
       // scores (int8 decode from DRAM was no slower than with each K row
       // requested just before its use; the shared host's noise hid any gain).
-      const auto line = [](const std::uint8_t* p) {
-        return reinterpret_cast<const std::uint8_t*>(reinterpret_cast<std::uintptr_t>(p) &
-                                                     ~std::uintptr_t{63});
-      };
       constexpr std::int64_t kAhead = 8;
       const std::int64_t k0 = j0 == 0 ? 0 : j0 + kAhead;
       std::int64_t k1 = end + kAhead;
@@ -162,20 +163,43 @@ struct QuantAttender {
       const std::uint8_t* const k_end = pf.k + k1 * pf.k_stride;
       for (const std::uint8_t* p = line(pf.k + k0 * pf.k_stride); p < k_end; p += 64)
         __builtin_prefetch(p);
+    } else {
+      for (std::int64_t j = j0; j < end; ++j) {
+        const std::uint8_t* kr = pf.k + j * pf.k_stride;
+        for (std::int64_t c = 0; c < pf.k_bytes; c += 64) __builtin_prefetch(kr + c);
+        __builtin_prefetch(kr + pf.k_bytes - 1);  // the scales may start a new line
+      }
+    }
+    if (pf.v == nullptr) return;
+    if (pf.v_stride == pf.v_bytes) {
       const std::uint8_t* const v_end = pf.v + end * pf.v_stride;
       for (const std::uint8_t* p = line(pf.v + j0 * pf.v_stride); p < v_end; p += 64)
         __builtin_prefetch(p);
-      return;
-    }
-    for (std::int64_t j = j0; j < end; ++j) {
-      const std::uint8_t* kr = pf.k + j * pf.k_stride;
-      const std::uint8_t* vr = pf.v + j * pf.v_stride;
-      for (std::int64_t c = 0; c < pf.k_bytes; c += 64) __builtin_prefetch(kr + c);
-      __builtin_prefetch(kr + pf.k_bytes - 1);  // the scales may start a new line
-      for (std::int64_t c = 0; c < pf.v_bytes; c += 64) __builtin_prefetch(vr + c);
-      __builtin_prefetch(vr + pf.v_bytes - 1);
+    } else {
+      for (std::int64_t j = j0; j < end; ++j) {
+        const std::uint8_t* vr = pf.v + j * pf.v_stride;
+        for (std::int64_t c = 0; c < pf.v_bytes; c += 64) __builtin_prefetch(vr + c);
+        __builtin_prefetch(vr + pf.v_bytes - 1);
+      }
     }
   }
+
+  // Requests the rows of `rows` one at a time, evenly over `steps` (>= 1) calls
+  // of Step: the next block's V during this block's value sums, which visit
+  // each key pair once per chunk of values. rows.rows 0: does nothing.
+  struct Trickle {
+    const Prefetch& rows;
+    std::int64_t steps;
+    std::int64_t row = 0;
+    std::int64_t credit = 0;
+    __attribute__((always_inline)) void Step() {
+      credit += rows.rows;
+      while (credit >= steps) {
+        credit -= steps;
+        PrefetchRows(rows, row++, 1);
+      }
+    }
+  };
 
   template <int R, int K>
   static void ScoreRows(const float* q, std::int64_t q_stride, const std::uint8_t* k,
@@ -235,6 +259,11 @@ struct QuantAttender {
     std::int16_t* weights = nullptr;
     std::int64_t w_row_stride = 0;
     std::int64_t w_group_stride = 0;
+    // The next block's K and V rows (as K rows: v is nullptr), requested during
+    // this block's scores and value sums, so that the next block finds them in
+    // cache; k nullptr: no next block.
+    Prefetch next_k;
+    Prefetch next_v;
   };
 
   // True in the first kN / 2 lanes: the lanes of a run's first scale group when
@@ -440,9 +469,14 @@ struct QuantAttender {
   template <int R, int K>
   static void IntScoreRows(const std::int16_t* q, std::int64_t q_stride, const float* qscale,
                            const std::uint8_t* k, std::int64_t k_stride, std::int64_t kb,
-                           std::int64_t d, float* s, std::int64_t s_stride, const Prefetch& pf) {
+                           std::int64_t d, float* s, std::int64_t s_stride, const Prefetch& pf,
+                           const Prefetch& next_k) {
     ForEachKeyTile<K>(
-        kb, [&](std::int64_t j, std::int64_t keys) { PrefetchRows(pf, j, keys); },
+        kb,
+        [&](std::int64_t j, std::int64_t keys) {
+          PrefetchRows(pf, j, keys);
+          PrefetchRows(next_k, j, keys);
+        },
         [&]<int Kt>(std::int64_t j) {
           if constexpr (kK == DType::kI8) {
             IntDots<R, Kt>(q, q_stride, k + j * k_stride, k_stride, d, s + j, s_stride);
@@ -480,14 +514,18 @@ struct QuantAttender {
   template <class Step>
   __attribute__((always_inline)) static void ForEachKeyPair(const std::uint8_t* v,
                                                             std::int64_t v_stride, std::int64_t kb,
-                                                            const Step& step) {
+                                                            Trickle& trickle, const Step& step) {
     std::int64_t j = 0;
 #pragma GCC unroll 2
     for (; j + 1 < kb; j += 2) {
+      trickle.Step();
       const std::uint8_t* va = v + j * v_stride;
       step(va, va + v_stride, j);
     }
-    if (j < kb) step(v + j * v_stride, v + j * v_stride, j);
+    if (j < kb) {
+      trickle.Step();
+      step(v + j * v_stride, v + j * v_stride, j);
+    }
   }
 
   // out = out alpha + sums scale for the pair sums of InterleaveLo (lo) and
@@ -509,7 +547,7 @@ struct QuantAttender {
   __attribute__((always_inline)) static std::int64_t IntAccumulateChunks(
       const std::int16_t* w, std::int64_t w_stride, const float* alpha, const float* wscale,
       const std::uint8_t* v, std::int64_t v_stride, std::int64_t kb, std::int64_t c,
-      std::int64_t dv, float* acc, std::int64_t acc_stride) {
+      std::int64_t dv, float* acc, std::int64_t acc_stride, Trickle& trickle) {
     for (; c + VC * kL <= dv; c += VC * kL) {
       I lo[static_cast<std::size_t>(R * VC)];
       I hi[static_cast<std::size_t>(R * VC)];
@@ -531,7 +569,7 @@ struct QuantAttender {
           }
         }
       };
-      ForEachKeyPair(v + c, v_stride, kb, pair_step);
+      ForEachKeyPair(v + c, v_stride, kb, trickle, pair_step);
 #pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {
 #pragma GCC unroll 16
@@ -548,11 +586,15 @@ struct QuantAttender {
   static void IntAccumulateRows(const std::int16_t* w, std::int64_t w_stride, const float* alpha,
                                 const float* wscale, const std::uint8_t* v, std::int64_t v_stride,
                                 std::int64_t kb, std::int64_t dv, float* acc,
-                                std::int64_t acc_stride) {
+                                std::int64_t acc_stride, const Prefetch& next_v) {
+    // One walk over the key pairs per chunk of values.
+    const std::int64_t walks = dv / (VC * kL) + dv % (VC * kL) / kL;
+    const std::int64_t steps = walks * ((kb + 1) / 2);
+    Trickle trickle{.rows = next_v, .steps = steps > 0 ? steps : 1};
     std::int64_t c = IntAccumulateChunks<R, VC>(w, w_stride, alpha, wscale, v, v_stride, kb, 0, dv,
-                                                acc, acc_stride);
+                                                acc, acc_stride, trickle);
     c = IntAccumulateChunks<R, 1>(w, w_stride, alpha, wscale, v, v_stride, kb, c, dv, acc,
-                                  acc_stride);
+                                  acc_stride, trickle);
     for (; c < dv; ++c) {
       for (int r = 0; r < R; ++r) {
         std::int32_t sum = 0;
@@ -567,14 +609,16 @@ struct QuantAttender {
 
   static void IntAccumulate(const AttendTile& t, std::int64_t rows_total, float* s,
                             const float* alpha, float* wscale, const std::uint8_t* v,
-                            std::int64_t v_stride, std::int64_t kb) {
+                            std::int64_t v_stride, std::int64_t kb, const Prefetch& next_v) {
     const std::int64_t kb_pad = (kb + kN - 1) / kN * kN;
     QuantizeWeights(t, rows_total, s, kb_pad, wscale);
     const auto* w = reinterpret_cast<const std::int16_t*>(s);
     const std::int64_t w_stride = 2 * t.block;
+    const Prefetch none;
     ForEachRowTile<0, 1, 1, 1>(rows_total, 0, [&]<int R, int VC>(std::int64_t r) {
       IntAccumulateRows<R, VC>(w + r * w_stride, w_stride, alpha + r, wscale + r, v, v_stride, kb,
-                               t.dv, t.acc + r * t.acc_stride, t.acc_stride);
+                               t.dv, t.acc + r * t.acc_stride, t.acc_stride,
+                               r == 0 ? next_v : none);
     });
   }
 
@@ -700,7 +744,8 @@ struct QuantAttender {
   template <int R, int H, int kFirst>
   __attribute__((always_inline)) static void IntAccumulateI4Pass(
       const IntDecode& id, const float* alpha, const float* wscale, const std::uint8_t* v,
-      std::int64_t v_stride, std::int64_t kb, std::int64_t c, float* acc, std::int64_t acc_stride) {
+      std::int64_t v_stride, std::int64_t kb, std::int64_t c, float* acc, std::int64_t acc_stride,
+      Trickle& trickle) {
     I lo[static_cast<std::size_t>(R * H)];
     I hi[static_cast<std::size_t>(R * H)];
 #pragma GCC unroll 16
@@ -723,7 +768,7 @@ struct QuantAttender {
         }
       }
     };
-    ForEachKeyPair(v + c / 2, v_stride, kb, pair_step);
+    ForEachKeyPair(v + c / 2, v_stride, kb, trickle, pair_step);
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
 #pragma GCC unroll 4
@@ -737,19 +782,24 @@ struct QuantAttender {
   static void IntAccumulateI4(const AttendTile& t, std::int64_t rows_total, const float* alpha,
                               const std::uint8_t* v, std::int64_t v_stride, std::int64_t kb,
                               const IntDecode& id) {
+    const Prefetch none;
     ForEachRowTile<0, 1, 1, 1>(rows_total, 0, [&]<int R, int C>(std::int64_t r) {
       IntDecode rows = id;
       rows.weights = id.weights + r * id.w_row_stride;
       float* const acc = t.acc + r * t.acc_stride;
+      // One walk over the key pairs per run, two when a run takes two passes.
+      const std::int64_t walks = t.dv / kRun * (C >= 2 ? 1 : 2);
+      const std::int64_t steps = walks * ((kb + 1) / 2);
+      Trickle trickle{.rows = r == 0 ? id.next_v : none, .steps = steps > 0 ? steps : 1};
       for (std::int64_t c = 0; c < t.dv; c += kRun) {
         if constexpr (C >= 2) {
           IntAccumulateI4Pass<R, 2, 0>(rows, alpha + r, id.wscale + r, v, v_stride, kb, c, acc,
-                                       t.acc_stride);
+                                       t.acc_stride, trickle);
         } else {
           IntAccumulateI4Pass<R, 1, 0>(rows, alpha + r, id.wscale + r, v, v_stride, kb, c, acc,
-                                       t.acc_stride);
+                                       t.acc_stride, trickle);
           IntAccumulateI4Pass<R, 1, 1>(rows, alpha + r, id.wscale + r, v, v_stride, kb, c, acc,
-                                       t.acc_stride);
+                                       t.acc_stride, trickle);
         }
       }
     });
@@ -911,7 +961,7 @@ struct QuantAttender {
     if (id.scores) {
       ForEachRowTile<0, 1, kIntScoreKeys, 1>(rows_total, 0, [&]<int R, int K>(std::int64_t r) {
         IntScoreRows<R, K>(id.q + r * id.q_stride, id.q_stride, id.qscale + r, k, k_stride, kb, t.d,
-                           s + r * t.block, t.block, r == 0 ? pf : none);
+                           s + r * t.block, t.block, r == 0 ? pf : none, r == 0 ? id.next_k : none);
       });
       if constexpr (kK == DType::kI8) ScaleScores(t, rows_total, id.qscale, k, k_stride, kb, s);
       scored = true;
@@ -928,7 +978,7 @@ struct QuantAttender {
     if constexpr (kV == DType::kI8) {
       const bool finite = FoldVScales(t, rows_total, s, v, v_stride, kb, id.wscale);
       if (id.values && finite) {
-        IntAccumulate(t, rows_total, s, alpha, id.wscale, v, v_stride, kb);
+        IntAccumulate(t, rows_total, s, alpha, id.wscale, v, v_stride, kb, id.next_v);
         return;
       }
     } else if (id.values && QuantizeGroupWeights(t, rows_total, s, v, v_stride, kb, id)) {
@@ -998,19 +1048,31 @@ struct QuantAttender {
     }
     const auto k_bytes = static_cast<std::int64_t>(RowBytes(kK, t.d));
     const auto v_bytes = static_cast<std::int64_t>(RowBytes(kV, t.dv));
-    Float::ForEachBlock(t, [&](const KvRun& run, std::int64_t tb, std::int64_t kb, std::int64_t) {
-      const auto* k = static_cast<const std::uint8_t*>(run.k) + (tb - run.begin) * run.k_stride;
-      const auto* v = static_cast<const std::uint8_t*>(run.v) + (tb - run.begin) * run.v_stride;
-      const Prefetch pf{.k = k,
-                        .v = v,
-                        .k_stride = run.k_stride,
-                        .v_stride = run.v_stride,
-                        .rows = kb,
-                        .k_bytes = k_bytes,
-                        .v_bytes = v_bytes};
-      Block(t, w.rows_total, w.qd, w.qs, w.s, w.alpha, k, run.k_stride, v, run.v_stride, tb, kb, pf,
-            id);
-    });
+    Float::ForEachBlock(
+        t, [&](const KvRun& run, std::int64_t tb, std::int64_t kb, std::int64_t next_kb) {
+          const auto* k = static_cast<const std::uint8_t*>(run.k) + (tb - run.begin) * run.k_stride;
+          const auto* v = static_cast<const std::uint8_t*>(run.v) + (tb - run.begin) * run.v_stride;
+          const Prefetch pf{.k = k,
+                            .v = v,
+                            .k_stride = run.k_stride,
+                            .v_stride = run.v_stride,
+                            .rows = kb,
+                            .k_bytes = k_bytes,
+                            .v_bytes = v_bytes};
+          IntDecode block_id = id;
+          if (next_kb > 0) {
+            block_id.next_k = Prefetch{.k = k + kb * run.k_stride,
+                                       .k_stride = run.k_stride,
+                                       .rows = next_kb,
+                                       .k_bytes = k_bytes};
+            block_id.next_v = Prefetch{.k = v + kb * run.v_stride,
+                                       .k_stride = run.v_stride,
+                                       .rows = next_kb,
+                                       .k_bytes = v_bytes};
+          }
+          Block(t, w.rows_total, w.qd, w.qs, w.s, w.alpha, k, run.k_stride, v, run.v_stride, tb, kb,
+                pf, block_id);
+        });
     if constexpr (kV == DType::kI4) UnpermuteAcc(t, w.rows_total);
   }
 };
