@@ -260,7 +260,7 @@ struct Attender {
   // instead of registers. AccumulateChunks' walk, a column chunk at a time
   // across all kb rows, is an order the hardware prefetchers do not follow, so
   // decode from DRAM waited on V; in cache this walk's extra loads and stores
-  // cost a little (docs/benchmarks.md, "V in address order"). next: K rows of
+  // make it slower (docs/benchmarks.md, "V in address order"). next: K rows of
   // the following block, requested two at a time as the keys go by, so that K
   // arrives while V is summed.
   template <int R>
