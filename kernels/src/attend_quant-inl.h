@@ -192,6 +192,11 @@ struct QuantAttender {
     std::int64_t steps;
     std::int64_t row = 0;
     std::int64_t credit = 0;
+    // One Step per key pair of a block of kb keys on each of `walks` walks.
+    static Trickle OverWalks(const Prefetch& rows, std::int64_t walks, std::int64_t kb) {
+      const std::int64_t steps = walks * ((kb + 1) / 2);
+      return Trickle{.rows = rows, .steps = steps > 0 ? steps : 1};
+    }
     __attribute__((always_inline)) void Step() {
       credit += rows.rows;
       while (credit >= steps) {
@@ -588,9 +593,7 @@ struct QuantAttender {
                                 std::int64_t kb, std::int64_t dv, float* acc,
                                 std::int64_t acc_stride, const Prefetch& next_v) {
     // One walk over the key pairs per chunk of values.
-    const std::int64_t walks = dv / (VC * kL) + dv % (VC * kL) / kL;
-    const std::int64_t steps = walks * ((kb + 1) / 2);
-    Trickle trickle{.rows = next_v, .steps = steps > 0 ? steps : 1};
+    Trickle trickle = Trickle::OverWalks(next_v, dv / (VC * kL) + dv % (VC * kL) / kL, kb);
     std::int64_t c = IntAccumulateChunks<R, VC>(w, w_stride, alpha, wscale, v, v_stride, kb, 0, dv,
                                                 acc, acc_stride, trickle);
     c = IntAccumulateChunks<R, 1>(w, w_stride, alpha, wscale, v, v_stride, kb, c, dv, acc,
@@ -788,9 +791,8 @@ struct QuantAttender {
       rows.weights = id.weights + r * id.w_row_stride;
       float* const acc = t.acc + r * t.acc_stride;
       // One walk over the key pairs per run, two when a run takes two passes.
-      const std::int64_t walks = t.dv / kRun * (C >= 2 ? 1 : 2);
-      const std::int64_t steps = walks * ((kb + 1) / 2);
-      Trickle trickle{.rows = r == 0 ? id.next_v : none, .steps = steps > 0 ? steps : 1};
+      Trickle trickle =
+          Trickle::OverWalks(r == 0 ? id.next_v : none, t.dv / kRun * (C >= 2 ? 1 : 2), kb);
       for (std::int64_t c = 0; c < t.dv; c += kRun) {
         if constexpr (C >= 2) {
           IntAccumulateI4Pass<R, 2, 0>(rows, alpha + r, id.wscale + r, v, v_stride, kb, c, acc,
