@@ -569,8 +569,13 @@ struct Attender {
   }
 
   static void Attend(const AttendTile& t) {
+    // The same products as a scalar loop; written with batches because the
+    // compiler, unsure that dst does not alias t.scale, reloads it per element.
+    const B scale(t.scale);
     const Scratch w = Begin(t, [&](const float* q, float* dst) {
-      for (std::int64_t c = 0; c < t.d; ++c) dst[c] = q[c] * t.scale;
+      std::int64_t c = 0;
+      for (; c + kN <= t.d; c += kN) (B::load_unaligned(q + c) * scale).store_unaligned(dst + c);
+      for (; c < t.d; ++c) dst[c] = q[c] * t.scale;
     });
     ForEachBlock(t, [&](const KvRun& run, std::int64_t tb, std::int64_t kb, std::int64_t next_kb) {
       const Stored* k = static_cast<const Stored*>(run.k) + (tb - run.begin) * run.k_stride;
