@@ -534,32 +534,15 @@ struct Attender {
     return w;
   }
 
-  // Past the last key that some row of the tile sees (t.t1 without a causal
-  // mask or row ranges). Keys from there on are hidden from every row.
-  static std::int64_t VisibleEnd(const AttendTile& t) {
-    if (t.row_lo != nullptr) {
-      std::int64_t end = t.t0;
-      for (std::int64_t i = 0; i < t.rows; ++i) {
-        if (t.row_lo[i] < t.row_hi[i] && t.row_hi[i] > end) end = t.row_hi[i];
-      }
-      return end < t.t1 ? end : t.t1;
-    }
-    if (Causal(t) && t.pos0 + t.rows < t.t1) return t.pos0 + t.rows;
-    return t.t1;
-  }
-
   // Calls block(run, tb, kb, next_kb) for each block of kb <= t.block keys, from
-  // key tb, of each run's part of [t0, VisibleEnd): a prefill tile's diagonal
-  // block stops at its last row's key instead of spending the scores (and the
-  // hidden-key tests of its V sums) on keys no row sees. next_kb: the keys of
-  // the block that follows in the same run (0 for a run's last block).
+  // key tb, of each run's part of [t0, t1); next_kb: the keys of the block that
+  // follows in the same run (0 for a run's last block).
   template <class BlockStep>
   static void ForEachBlock(const AttendTile& t, const BlockStep& block) {
-    const std::int64_t stop = VisibleEnd(t);
     for (std::int64_t ri = 0; ri < t.run_count; ++ri) {
       const KvRun& run = t.runs[ri];
       const std::int64_t first = run.begin > t.t0 ? run.begin : t.t0;
-      const std::int64_t end = run.begin + run.count < stop ? run.begin + run.count : stop;
+      const std::int64_t end = run.begin + run.count < t.t1 ? run.begin + run.count : t.t1;
       for (std::int64_t tb = first; tb < end; tb += t.block) {
         const std::int64_t kb = end - tb < t.block ? end - tb : t.block;
         const std::int64_t rest = end - tb - kb;
