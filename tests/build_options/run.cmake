@@ -45,7 +45,7 @@ foreach(tests IN ITEMS OFF ON)
       if(NOT benchmarks)
         list(APPEND hidden -DCMAKE_DISABLE_FIND_PACKAGE_benchmark=ON)
       endif()
-      if(NOT tools)
+      if(NOT tools AND NOT benchmarks)  # the tools and ringkv_sdpa_probe parse flags with it
         list(APPEND hidden -DCMAKE_DISABLE_FIND_PACKAGE_CLI11=ON)
       endif()
       string(TIMESTAMP start "%s")
