@@ -152,6 +152,16 @@ struct QuantAttender {
       return reinterpret_cast<const std::uint8_t*>(reinterpret_cast<std::uintptr_t>(p) &
                                                    ~std::uintptr_t{63});
     };
+    // Rows with gaps between them: each row's lines, and its last byte, where
+    // the scales may start a new line.
+    const auto each_row = [j0, end](const std::uint8_t* base, std::int64_t stride,
+                                    std::int64_t bytes) {
+      for (std::int64_t j = j0; j < end; ++j) {
+        const std::uint8_t* r = base + j * stride;
+        for (std::int64_t c = 0; c < bytes; c += 64) __builtin_prefetch(r + c);
+        __builtin_prefetch(r + bytes - 1);
+      }
+    };
     if (pf.k_stride == pf.k_bytes) {
       // Packed rows: each line of the span once, K kAhead rows ahead of the
       // scores (int8 decode from DRAM was no slower than with each K row
@@ -164,11 +174,7 @@ struct QuantAttender {
       for (const std::uint8_t* p = line(pf.k + k0 * pf.k_stride); p < k_end; p += 64)
         __builtin_prefetch(p);
     } else {
-      for (std::int64_t j = j0; j < end; ++j) {
-        const std::uint8_t* kr = pf.k + j * pf.k_stride;
-        for (std::int64_t c = 0; c < pf.k_bytes; c += 64) __builtin_prefetch(kr + c);
-        __builtin_prefetch(kr + pf.k_bytes - 1);  // the scales may start a new line
-      }
+      each_row(pf.k, pf.k_stride, pf.k_bytes);
     }
     if (pf.v == nullptr) return;
     if (pf.v_stride == pf.v_bytes) {
@@ -176,11 +182,7 @@ struct QuantAttender {
       for (const std::uint8_t* p = line(pf.v + j0 * pf.v_stride); p < v_end; p += 64)
         __builtin_prefetch(p);
     } else {
-      for (std::int64_t j = j0; j < end; ++j) {
-        const std::uint8_t* vr = pf.v + j * pf.v_stride;
-        for (std::int64_t c = 0; c < pf.v_bytes; c += 64) __builtin_prefetch(vr + c);
-        __builtin_prefetch(vr + pf.v_bytes - 1);
-      }
+      each_row(pf.v, pf.v_stride, pf.v_bytes);
     }
   }
 
