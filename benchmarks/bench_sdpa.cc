@@ -22,61 +22,27 @@
 #include "ringkv/kernels/thread_pool.h"
 #include "roofline.h"
 #include "roofline_counters.h"
+#include "stored_rows.h"
 
 namespace ringkv::bench {
 namespace {
 
-using kernels::ArrayRef;
 using kernels::KvSegment;
 using kernels::SdpaParams;
 
 // Cold decode cycles through at least this much K+V: four times a 32 MiB L3.
 constexpr std::size_t kColdFootprint = 128 * kMiB;
 
-ArrayRef Contiguous(const Buffer& b, DType dtype, std::int64_t heads, std::int64_t rows) {
-  // A row's stride: kD elements, or for quantized rows their bytes.
-  const auto row = IsQuantized(dtype) ? static_cast<std::int64_t>(RowBytes(dtype, kD)) : kD;
-  ArrayRef a;
-  a.data = b.Data();
-  a.dtype = dtype;
-  a.shape = {1, heads, rows, kD};
-  a.strides = {heads * rows * row, rows * row, row, 1};
-  return a;
-}
-
 // Bytes of K or V of one layer, [1, Hkv, T, D].
 std::size_t KvSideBytes(DType dtype, std::int64_t t) {
   return static_cast<std::size_t>(kHkv * t) * RowBytes(dtype, kD);
 }
 
-// kHkv * t rows of kD random values in `dtype`; quantized ones quantize f32 rows.
-Buffer RandomRows(DType dtype, std::int64_t t, std::uint32_t seed) {
-  const auto n = static_cast<std::size_t>(kHkv * t * kD);
-  if (!IsQuantized(dtype)) return RandomBuffer(dtype, n, seed);
-  const Buffer f32 = RandomBuffer(DType::kF32, n, seed);
-  Buffer out(KvSideBytes(dtype, t));
-  kernels::BestKernels().convert_rows(DType::kF32, f32.Data(), kD, dtype, out.Data(),
-                                      static_cast<std::ptrdiff_t>(RowBytes(dtype, kD)),
-                                      static_cast<std::size_t>(kHkv * t), kD);
-  return out;
-}
-
-// One layer's K and V, [1, Hkv, T, D] each.
-struct Layer {
-  Layer(DType dtype, std::int64_t t, std::uint32_t seed)
-      : k(RandomRows(dtype, t, seed)),
-        v(RandomRows(dtype, t, seed + 1)),
-        segment{Contiguous(k, dtype, kHkv, t), Contiguous(v, dtype, kHkv, t)} {}
-  Buffer k;
-  Buffer v;
-  KvSegment segment;
-};
-
 struct Attention {
   Attention(std::int64_t l, std::int64_t t, kernels::MaskKind mask)
       : q(RandomBuffer(DType::kF32, static_cast<std::size_t>(kHq * l * kD), 99)),
         out(static_cast<std::size_t>(kHq * l * kD) * sizeof(float)) {
-    params.q = Contiguous(q, DType::kF32, kHq, l);
+    params.q = ContiguousRows(q, DType::kF32, kHq, l, kD);
     params.out = static_cast<float*>(out.Data());
     params.out_strides = {kHq * l * kD, l * kD, kD, 1};
     params.scale = 1.0f / std::sqrt(static_cast<float>(kD));
@@ -115,7 +81,7 @@ void BM_Decode(benchmark::State& state, DType dtype) {
   const double bandwidth = ReadBandwidth(kv_bytes, threads);
   FmaPeakFor(kernels::BestKernels().isa, threads);
   kernels::ThreadPool pool(threads);
-  Layer layer(dtype, t, 1);
+  KvLayer layer(dtype, kHkv, t, kD, 1);
   Attention attention(1, t, kernels::MaskKind::kNone);
   attention.Run(layer.segment, pool);  // warm: K+V in cache when they fit
   const double seconds = TimedLoop(state, [&](std::size_t) { attention.Run(layer.segment, pool); });
@@ -131,10 +97,10 @@ void BM_DecodeCold(benchmark::State& state, DType dtype) {
   kernels::ThreadPool pool(threads);
   const std::size_t layer_count =
       kv_bytes >= kColdFootprint / 2 ? 2 : (kColdFootprint + kv_bytes - 1) / kv_bytes;
-  std::vector<Layer> layers;
+  std::vector<KvLayer> layers;
   layers.reserve(layer_count);
   for (std::size_t i = 0; i < layer_count; ++i)
-    layers.emplace_back(dtype, t, static_cast<std::uint32_t>(i + 1));
+    layers.emplace_back(dtype, kHkv, t, kD, static_cast<std::uint32_t>(i + 1));
   Attention attention(1, t, kernels::MaskKind::kNone);
   const double seconds = TimedLoop(
       state, [&](std::size_t i) { attention.Run(layers[i % layer_count].segment, pool); });
@@ -166,7 +132,7 @@ void BM_Prefill(benchmark::State& state, DType dtype) {
   const int threads = static_cast<int>(state.range(1));
   const double peak = FmaPeakFor(kernels::BestKernels().isa, threads);
   kernels::ThreadPool pool(threads);
-  Layer layer(dtype, t, 7);
+  KvLayer layer(dtype, kHkv, t, kD, 7);
   Attention attention(kL, t, kernels::MaskKind::kCausal);
   const double seconds = TimedLoop(state, [&](std::size_t) { attention.Run(layer.segment, pool); });
   // Query i sits at position T - L + i and sees keys 0..T - L + i.

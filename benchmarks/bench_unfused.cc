@@ -30,12 +30,12 @@
 #include "ringkv/kernels/thread_pool.h"
 #include "roofline.h"
 #include "roofline_counters.h"
+#include "stored_rows.h"
 #include "unfused_passes.h"
 
 namespace ringkv::bench {
 namespace {
 
-using kernels::ArrayRef;
 using kernels::KvSegment;
 
 constexpr std::int64_t kGroup = kHq / kHkv;  // query heads per kv head
@@ -44,35 +44,15 @@ constexpr std::int64_t kBlock = 256;
 // Cold cycles through at least this much K+V, as BM_DecodeCold.
 constexpr std::size_t kColdFootprint = 128 * kMiB;
 
-ArrayRef HeadsArray(const Buffer& b, DType dtype, std::int64_t heads, std::int64_t rows) {
-  ArrayRef a;
-  a.data = b.Data();
-  a.dtype = dtype;
-  a.shape = {1, heads, rows, kD};
-  a.strides = {heads * rows * kD, rows * kD, kD, 1};
-  return a;
-}
-
-// One layer's K and V, [1, Hkv, T, D] each.
-struct Layer {
-  Layer(DType dtype, std::int64_t t, std::uint32_t seed)
-      : k(RandomBuffer(dtype, static_cast<std::size_t>(kHkv * t * kD), seed)),
-        v(RandomBuffer(dtype, static_cast<std::size_t>(kHkv * t * kD), seed + 1)),
-        segment{HeadsArray(k, dtype, kHkv, t), HeadsArray(v, dtype, kHkv, t)} {}
-  Buffer k;
-  Buffer v;
-  KvSegment segment;
-};
-
 class Fused {
  public:
   explicit Fused(const Buffer& q) : out_(static_cast<std::size_t>(kHq * kD) * sizeof(float)) {
-    params_.q = HeadsArray(q, DType::kF32, kHq, 1);
+    params_.q = ContiguousRows(q, DType::kF32, kHq, 1, kD);
     params_.out = Out();
     params_.out_strides = {kHq * kD, kD, kD, 1};
     params_.scale = 1.0f / std::sqrt(static_cast<float>(kD));
   }
-  void Run(const Layer& layer, kernels::ThreadPool& pool) {
+  void Run(const KvLayer& layer, kernels::ThreadPool& pool) {
     params_.kv = std::span<const KvSegment>(&layer.segment, 1);
     kernels::Sdpa(
         params_, kernels::BestKernels(), pool,
@@ -100,7 +80,7 @@ class Unfused {
         blocks_(static_cast<std::size_t>(threads * kBlock * kD) * sizeof(float)),
         out_(static_cast<std::size_t>(kHq * kD) * sizeof(float)) {}
 
-  void Run(const Layer& layer, kernels::ThreadPool& pool) {
+  void Run(const KvLayer& layer, kernels::ThreadPool& pool) {
     const auto block_count = static_cast<std::size_t>((t_ + kBlock - 1) / kBlock);
     const auto t = static_cast<std::size_t>(t_);
     const auto d = static_cast<std::size_t>(kD);
@@ -112,7 +92,7 @@ class Unfused {
       const std::size_t h = task / block_count;
       const std::size_t first = task % block_count * static_cast<std::size_t>(kBlock);
       const std::size_t n = std::min(static_cast<std::size_t>(kBlock), t - first);
-      const float* k = Rows(layer.k, h * t + first, n, worker);
+      const float* k = Rows(layer.k.bytes, h * t + first, n, worker);
       passes_.scores(q_ + h * group * d, group, k, n, d, scale, scores + h * group * t + first, t);
     });
     // Pass 2, per query head: softmax over its T scores.
@@ -123,7 +103,7 @@ class Unfused {
     pool.Run(static_cast<std::size_t>(kHkv), [&](std::size_t h, int worker) {
       for (std::size_t first = 0; first < t; first += static_cast<std::size_t>(kBlock)) {
         const std::size_t n = std::min(static_cast<std::size_t>(kBlock), t - first);
-        const float* v = Rows(layer.v, h * t + first, n, worker);
+        const float* v = Rows(layer.v.bytes, h * t + first, n, worker);
         passes_.weighted_sum(scores + h * group * t + first, t, group, v, n, d,
                              Out() + h * group * d);
       }
@@ -170,10 +150,10 @@ void RunComparison(benchmark::State& state, DType dtype, bool cold) {
                                   : kv_bytes >= kColdFootprint / 2
                                       ? 2
                                       : (kColdFootprint + kv_bytes - 1) / kv_bytes;
-  std::vector<Layer> layers;
+  std::vector<KvLayer> layers;
   layers.reserve(layer_count);
   for (std::size_t i = 0; i < layer_count; ++i)
-    layers.emplace_back(dtype, t, static_cast<std::uint32_t>(i + 1));
+    layers.emplace_back(dtype, kHkv, t, kD, static_cast<std::uint32_t>(i + 1));
   const Buffer q = RandomBuffer(DType::kF32, static_cast<std::size_t>(kHq * kD), 99);
   kernels::ThreadPool pool(threads);
   Fused fused(q);

@@ -23,6 +23,7 @@
 #include "ringkv/kernels/kernel_table.h"
 #include "ringkv/kernels/sdpa.h"
 #include "ringkv/kernels/thread_pool.h"
+#include "stored_rows.h"
 
 namespace {
 
@@ -30,6 +31,8 @@ using ringkv::DType;
 using ringkv::bench::Buffer;
 using ringkv::bench::GrowingWorkspace;
 using ringkv::bench::RandomBuffer;
+using ringkv::bench::RandomStoredRows;
+using ringkv::bench::StoredRows;
 
 struct Options {
   std::string dtype = "f16";
@@ -43,50 +46,18 @@ struct Options {
   int calls = 20;
 };
 
-// One side (K or V) of [1, Hkv, T, D] in `dtype`; quantized rows are made by
-// quantizing f32 ones, as the cache write does.
-struct Side {
-  Buffer bytes{0};
-  ringkv::kernels::ArrayRef array;
-};
-
-Side MakeSide(DType dtype, const Options& o, std::uint32_t seed) {
-  const std::int64_t rows = o.kv_heads * o.tokens;
-  const bool quantized = ringkv::IsQuantized(dtype);
-  const auto row_bytes = static_cast<std::int64_t>(ringkv::RowBytes(dtype, o.head_dim));
-  Side s;
-  if (quantized) {
-    const Buffer f32 = RandomBuffer(DType::kF32, static_cast<std::size_t>(rows * o.head_dim), seed);
-    s.bytes = Buffer(static_cast<std::size_t>(rows * row_bytes));
-    ringkv::kernels::BestKernels().convert_rows(
-        DType::kF32, f32.Data(), o.head_dim, dtype, s.bytes.Data(), row_bytes,
-        static_cast<std::size_t>(rows), static_cast<std::size_t>(o.head_dim));
-  } else {
-    s.bytes = RandomBuffer(dtype, static_cast<std::size_t>(rows * o.head_dim), seed);
-  }
-  const std::int64_t stride = quantized ? row_bytes : o.head_dim;  // bytes or elements
-  s.array.data = s.bytes.Data();
-  s.array.dtype = dtype;
-  s.array.shape = {1, o.kv_heads, o.tokens, o.head_dim};
-  s.array.strides = {o.kv_heads * o.tokens * stride, o.tokens * stride, stride, 1};
-  return s;
-}
-
 int Run(const Options& o) {
   const DType dtype = *ringkv::StorageDTypeNamed(o.dtype);
   const std::int64_t hq = o.q_per_kv * o.kv_heads;
-  const Side k = MakeSide(dtype, o, 2);
-  const Side v = MakeSide(dtype, o, 3);
+  const StoredRows k = RandomStoredRows(dtype, o.kv_heads, o.tokens, o.head_dim, 2);
+  const StoredRows v = RandomStoredRows(dtype, o.kv_heads, o.tokens, o.head_dim, 3);
   const Buffer q =
       RandomBuffer(DType::kF32, static_cast<std::size_t>(hq * o.queries * o.head_dim), 1);
   std::vector<float> out(static_cast<std::size_t>(hq * o.queries * o.head_dim));
 
   const ringkv::kernels::KvSegment segment{k.array, v.array};
   ringkv::kernels::SdpaParams p;
-  p.q.data = q.Data();
-  p.q.dtype = DType::kF32;
-  p.q.shape = {1, hq, o.queries, o.head_dim};
-  p.q.strides = {hq * o.queries * o.head_dim, o.queries * o.head_dim, o.head_dim, 1};
+  p.q = ringkv::bench::ContiguousRows(q, DType::kF32, hq, o.queries, o.head_dim);
   if (o.queries > 1) p.mask.kind = ringkv::kernels::MaskKind::kCausal;
   p.out = out.data();
   p.out_strides = p.q.strides;
