@@ -116,8 +116,10 @@ void DecodeArgs(benchmark::internal::Benchmark* b) {
 }
 
 BENCHMARK_CAPTURE(BM_Decode, f16, DType::kF16)->Apply(DecodeArgs);
+BENCHMARK_CAPTURE(BM_Decode, bf16, DType::kBF16)->Apply(DecodeArgs);
 BENCHMARK_CAPTURE(BM_Decode, f32, DType::kF32)->Apply(DecodeArgs);
 BENCHMARK_CAPTURE(BM_DecodeCold, f16, DType::kF16)->Apply(DecodeArgs);
+BENCHMARK_CAPTURE(BM_DecodeCold, bf16, DType::kBF16)->Apply(DecodeArgs);
 BENCHMARK_CAPTURE(BM_DecodeCold, f32, DType::kF32)->Apply(DecodeArgs);
 BENCHMARK_CAPTURE(BM_Decode, int8, DType::kI8)->Apply(DecodeArgs);
 BENCHMARK_CAPTURE(BM_Decode, int4, DType::kI4)->Apply(DecodeArgs);
