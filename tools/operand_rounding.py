@@ -3,7 +3,7 @@
 
 The integer decode rounds each query row and each row's softmax weights (per block
 of 256 keys) to int16. vpmaddubsw would do twice the multiply-adds of vpmaddwd
-(docs/benchmarks.md, "Integer decode of int4"), but takes 8-bit operands. This
+(docs/attention_tuning.md, "Integer decode of int4"), but takes 8-bit operands. This
 float64 simulation measures the attention output error against f32 K/V, as
 ringkv_kv_accuracy does (|error| / RMS of the exact output, Hq 16 / Hkv 4, D 128,
 T 4096, one query row per head), for int8 and int4 K/V with the operands exact and

@@ -101,8 +101,8 @@ struct Attender {
   static constexpr int kAccChunks = kN == 16 ? 4 : 2;
   // Prefill-sized tiles (>= kWideTileRows rows) on AVX2 run both steps on 6-row
   // register tiles, 6 x 2 accumulators + 2 K (or V) vectors + 1 q (or p): each
-  // converted K/V vector then serves 6 FMAs instead of 4 (docs/benchmarks.md,
-  // prefill). 0: not used on this tier (not measured on SSE4.2 or AVX-512).
+  // converted K/V vector then serves 6 FMAs instead of 4 (docs/attention_tuning.md,
+  // "6-row prefill tiles"). 0: not used on this tier (not measured on SSE4.2 or AVX-512).
   static constexpr int kWideRows = kN == 8 ? 6 : 0;
   static constexpr std::int64_t kWideTileRows = 16;
 
@@ -166,7 +166,7 @@ struct Attender {
   // tiles need this most: their step (3) walks V chunk by chunk across rows,
   // which the hardware prefetchers do not run ahead of. Decode tiles also
   // request the next block's K during step (3) (AccumulateInOrder). What else
-  // was tried, and what each choice measured: docs/benchmarks.md.
+  // was tried, and what each choice measured: docs/attention_tuning.md.
   struct Prefetch {
     const Stored* k = nullptr;  // nullptr: nothing to fetch
     const Stored* v = nullptr;  // read only when dv > 0: dv 0 fetches K rows only
@@ -260,7 +260,7 @@ struct Attender {
   // instead of registers. AccumulateChunks' walk, a column chunk at a time
   // across all kb rows, is an order the hardware prefetchers do not follow, so
   // decode from DRAM waited on V; in cache this walk's extra loads and stores
-  // make it slower (docs/benchmarks.md, "V in address order"). next: K rows of
+  // make it slower (docs/attention_tuning.md, "V in address order"). next: K rows of
   // the following block, requested two at a time as the keys go by, so that K
   // arrives while V is summed.
   template <int R>

@@ -171,7 +171,7 @@ void WriteRows(const SdpaParams& p, const Dims& dims, std::int64_t b, std::int64
       std::int64_t c = 0;
       if (p.out_strides[3] == 1) {
         // Four values a store: one scalar store per value left prefill's output
-        // writes waiting on the store buffer (docs/benchmarks.md, prefill).
+        // writes waiting on the store buffer (docs/attention_tuning.md, prefill).
         using Float4 = float __attribute__((vector_size(16)));
         for (; c + 4 <= dims.dv; c += 4) {
           Float4 x;

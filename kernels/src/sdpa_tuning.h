@@ -10,7 +10,7 @@
 // 249 / 247 / 245 us, T 16k cold (2 layers cycled) 6.1-6.2 / 5.6-5.7 / 5.5-5.7 /
 // 5.6-6.0 ms. 64 stays: larger blocks gain < 2% in decode and grow the score
 // tile of prefill (64 rows x key_block floats) past half the L1.
-// decode_key_block: docs/benchmarks.md ("decode key block") has the sweep.
+// decode_key_block: docs/attention_tuning.md ("Decode key block") has the sweep.
 
 #include <cstdint>
 
