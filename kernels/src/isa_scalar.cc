@@ -152,15 +152,38 @@ void RingGather(const void* src, std::ptrdiff_t src_row_stride, void* dst,
   }
 }
 
-// Value c of the row that starts `row` strides (SizeOf units) into `base`, a
-// row of n values: quantized rows read as s * q.
-float RowValue(DType dtype, const void* base, std::size_t row, std::size_t n, std::size_t c) {
-  if (!IsQuantized(dtype)) return LoadAsFloat(dtype, base, row + c);
-  const auto* p = static_cast<const std::uint8_t*>(base) + row;
-  if (dtype == DType::kI8) {
-    return LoadQuantScale(p + n) * static_cast<float>(static_cast<std::int8_t>(p[c]));
+// Values [c0, c0 + count) of the row that starts `row` strides (SizeOf units)
+// into `base`, a row of n values, as floats: quantized rows read as s * q. The
+// dtype is switched on once per chunk, not once per value.
+void RowChunk(DType dtype, const void* base, std::size_t row, std::size_t n, std::size_t c0,
+              std::size_t count, float* out) {
+  const auto* bytes = static_cast<const std::uint8_t*>(base);
+  switch (dtype) {
+    case DType::kF32:
+      for (std::size_t c = 0; c < count; ++c) out[c] = LoadAt<float>(base, row + c0 + c);
+      return;
+    case DType::kF16:
+      for (std::size_t c = 0; c < count; ++c) {
+        out[c] = F16ToF32(LoadAt<std::uint16_t>(base, row + c0 + c));
+      }
+      return;
+    case DType::kBF16:
+      for (std::size_t c = 0; c < count; ++c) {
+        out[c] = BF16ToF32(LoadAt<std::uint16_t>(base, row + c0 + c));
+      }
+      return;
+    case DType::kI8: {
+      const float scale = LoadQuantScale(bytes + row + n);
+      for (std::size_t c = 0; c < count; ++c) {
+        out[c] = scale * static_cast<float>(static_cast<std::int8_t>(bytes[row + c0 + c]));
+      }
+      return;
+    }
+    case DType::kI4:
+    case DType::kI4H:
+      for (std::size_t c = 0; c < count; ++c) out[c] = I4RowValue(bytes + row, n, c0 + c);
+      return;
   }
-  return I4RowValue(p, n, c);
 }
 
 // The mask term of row (g, i) and global key t: 0, -inf, or the additive value.
@@ -187,53 +210,123 @@ float MaskTerm(const AttendTile& tile, std::int64_t g, std::int64_t i, std::int6
   return 0.0f;
 }
 
-// Streaming online softmax, one key at a time: when a key raises the running max
-// m, the old sum and accumulator are rescaled by exp(m_old - m_new). Keys with a
-// -inf score (hidden) are skipped, K and V unread, as in the reference.
+// sum_c q[c] v[c] over count <= 64 values, in kLanes partial sums added as a
+// tree: one running sum made each product wait for the last add.
+float ChunkDot(const float* q, const float* v, std::size_t count) {
+  constexpr std::size_t kLanes = 8;
+  float part[kLanes] = {};
+  std::size_t c = 0;
+  for (; c + kLanes <= count; c += kLanes) {
+    for (std::size_t l = 0; l < kLanes; ++l) part[l] += q[c + l] * v[c + l];
+  }
+  for (; c < count; ++c) part[c % kLanes] += q[c] * v[c];
+  for (std::size_t w = kLanes / 2; w > 0; w /= 2) {
+    for (std::size_t l = 0; l < w; ++l) part[l] += part[l + w];
+  }
+  return part[0];
+}
+
+// acc[c] += p v[c] over count values. acc never overlaps v, and the blocks of
+// kLanes let the compiler use the baseline ISA's vectors (SSE2 on x86-64)
+// without a scalar epilogue; element by element, each add waited on its own
+// load and store.
+void AddScaled(float* __restrict acc, float p, const float* __restrict v, std::size_t count) {
+  constexpr std::size_t kLanes = 8;
+  std::size_t c = 0;
+  for (; c + kLanes <= count; c += kLanes) {
+    for (std::size_t l = 0; l < kLanes; ++l) acc[c + l] += p * v[c + l];
+  }
+  for (; c < count; ++c) acc[c] += p * v[c];
+}
+
+// Streaming online softmax, one key at a time: when a key raises a row's running
+// max m, its old sum and accumulator are rescaled by exp(m_old - m_new). Keys
+// with a -inf score (hidden) are skipped, their V unread, as in the reference.
+// Keys are the outer loop so that each K and V row is converted to f32 once, a
+// chunk at a time, for all G heads and rows of the tile: walking the keys once
+// per row converted every value G x L times, through a dtype switch per value,
+// and made this fused kernel slower than an unfused scalar attention
+// (docs/benchmarks.md, "Fused vs unfused decode").
 void Attend(const AttendTile& tile) noexcept {
+  constexpr float kHidden = -std::numeric_limits<float>::infinity();
+  constexpr std::size_t kChunk = 64;
+  const auto d = static_cast<std::size_t>(tile.d);
   const auto dv = static_cast<std::size_t>(tile.dv);
-  for (std::int64_t g = 0; g < tile.heads; ++g) {
-    for (std::int64_t i = 0; i < tile.rows; ++i) {
-      const std::int64_t r = g * tile.rows + i;
-      const std::int64_t qi = tile.q_rows != nullptr ? tile.q_rows[i] : i;
-      const float* q = tile.q + g * tile.q_head_stride + qi * tile.q_row_stride;
-      float m = -std::numeric_limits<float>::infinity();
-      float l = 0.0f;
-      float* acc = tile.acc + r * tile.acc_stride;
-      for (std::size_t c = 0; c < dv; ++c) acc[c] = 0.0f;
-      for (std::int64_t run_index = 0; run_index < tile.run_count; ++run_index) {
-        const KvRun& run = tile.runs[run_index];
-        const std::int64_t first = run.begin > tile.t0 ? run.begin : tile.t0;
-        const std::int64_t end = run.begin + run.count < tile.t1 ? run.begin + run.count : tile.t1;
-        for (std::int64_t t = first; t < end; ++t) {
-          const float bias = MaskTerm(tile, g, i, t);
-          if (bias == -std::numeric_limits<float>::infinity()) continue;
-          const std::size_t k_off = static_cast<std::size_t>((t - run.begin) * run.k_stride);
-          const std::size_t v_off = static_cast<std::size_t>((t - run.begin) * run.v_stride);
-          float dot = 0.0f;
-          for (std::int64_t c = 0; c < tile.d; ++c) {
-            dot += q[c] * RowValue(tile.k_dtype, run.k, k_off, static_cast<std::size_t>(tile.d),
-                                   static_cast<std::size_t>(c));
-          }
-          const float s = tile.scale * dot + bias;
-          if (s == -std::numeric_limits<float>::infinity()) continue;  // weight 0: skipped
-          // A NaN score becomes the max and sticks (nothing compares greater), so
-          // every later alpha and p is NaN; +inf gives p = exp(inf - inf) = NaN.
-          if (s > m || s != s) {
-            const float alpha = std::exp(m - s);
-            l *= alpha;
-            for (std::size_t c = 0; c < dv; ++c) acc[c] *= alpha;
-            m = s;
-          }
-          const float p = std::exp(s - m);
-          l += p;
-          for (std::size_t c = 0; c < dv; ++c) {
-            acc[c] += p * RowValue(tile.v_dtype, run.v, v_off, dv, c);
+  const std::int64_t state_rows = tile.heads * tile.rows;
+  // Per state row, for the current key: the mask term (kHidden once the key is
+  // skipped for the row), then the dot product, then the weight p.
+  float* const bias = tile.scratch;
+  float* const dot = tile.scratch + state_rows;
+  const auto q_row = [&tile](std::int64_t g, std::int64_t i) {
+    const std::int64_t qi = tile.q_rows != nullptr ? tile.q_rows[i] : i;
+    return tile.q + g * tile.q_head_stride + qi * tile.q_row_stride;
+  };
+  for (std::int64_t r = 0; r < state_rows; ++r) {
+    tile.m[r] = kHidden;
+    tile.l[r] = 0.0f;
+    float* acc = tile.acc + r * tile.acc_stride;
+    for (std::size_t c = 0; c < dv; ++c) acc[c] = 0.0f;
+  }
+  float values[kChunk];
+  for (std::int64_t run_index = 0; run_index < tile.run_count; ++run_index) {
+    const KvRun& run = tile.runs[run_index];
+    const std::int64_t first = run.begin > tile.t0 ? run.begin : tile.t0;
+    const std::int64_t end = run.begin + run.count < tile.t1 ? run.begin + run.count : tile.t1;
+    for (std::int64_t t = first; t < end; ++t) {
+      bool seen = false;
+      for (std::int64_t g = 0; g < tile.heads; ++g) {
+        for (std::int64_t i = 0; i < tile.rows; ++i) {
+          const std::int64_t r = g * tile.rows + i;
+          bias[r] = MaskTerm(tile, g, i, t);
+          dot[r] = 0.0f;
+          seen = seen || bias[r] != kHidden;
+        }
+      }
+      if (!seen) continue;
+      const auto k_off = static_cast<std::size_t>((t - run.begin) * run.k_stride);
+      for (std::size_t c0 = 0; c0 < d; c0 += kChunk) {
+        const std::size_t count = d - c0 < kChunk ? d - c0 : kChunk;
+        RowChunk(tile.k_dtype, run.k, k_off, d, c0, count, values);
+        for (std::int64_t g = 0; g < tile.heads; ++g) {
+          for (std::int64_t i = 0; i < tile.rows; ++i) {
+            const std::int64_t r = g * tile.rows + i;
+            if (bias[r] == kHidden) continue;
+            dot[r] += ChunkDot(q_row(g, i) + c0, values, count);
           }
         }
       }
-      tile.m[r] = m;
-      tile.l[r] = l;
+      bool weighted = false;
+      for (std::int64_t r = 0; r < state_rows; ++r) {
+        if (bias[r] == kHidden) continue;
+        const float s = tile.scale * dot[r] + bias[r];
+        if (s == kHidden) {  // weight 0: skipped
+          bias[r] = kHidden;
+          continue;
+        }
+        // A NaN score becomes the max and sticks (nothing compares greater), so
+        // every later alpha and p is NaN; +inf gives p = exp(inf - inf) = NaN.
+        float& m = tile.m[r];
+        if (s > m || s != s) {
+          const float alpha = std::exp(m - s);
+          tile.l[r] *= alpha;
+          float* acc = tile.acc + r * tile.acc_stride;
+          for (std::size_t c = 0; c < dv; ++c) acc[c] *= alpha;
+          m = s;
+        }
+        dot[r] = std::exp(s - m);
+        tile.l[r] += dot[r];
+        weighted = true;
+      }
+      if (!weighted) continue;
+      const auto v_off = static_cast<std::size_t>((t - run.begin) * run.v_stride);
+      for (std::size_t c0 = 0; c0 < dv; c0 += kChunk) {
+        const std::size_t count = dv - c0 < kChunk ? dv - c0 : kChunk;
+        RowChunk(tile.v_dtype, run.v, v_off, dv, c0, count, values);
+        for (std::int64_t r = 0; r < state_rows; ++r) {
+          if (bias[r] == kHidden) continue;
+          AddScaled(tile.acc + r * tile.acc_stride + c0, dot[r], values, count);
+        }
+      }
     }
   }
 }
