@@ -61,9 +61,12 @@ void StoreF16Native(const xsimd::batch<float, Arch>& v, std::uint16_t* p) {
 // so 16 lanes use our own transpose-add: pairs of rows fold their 128-bit lanes
 // (8 partials each), pairs of those fold again (lane k holds row 4i + k), two
 // in-lane shuffle-adds leave row k + 4j at lane k, element j, and one permute
-// puts row r at element r.
+// puts row r at element r. Forced inline: GCC left the AVX-512 instance out of
+// line, which made every score tile store its 16 accumulators to memory for
+// the call.
 template <class Arch>
-xsimd::batch<float, Arch> TransposeAdd(const xsimd::batch<float, Arch>* rows) {
+__attribute__((always_inline)) inline xsimd::batch<float, Arch> TransposeAdd(
+    const xsimd::batch<float, Arch>* rows) {
   if constexpr (std::is_base_of_v<xsimd::avx512f, Arch>) {
     __m512 pairs[8];
     for (int i = 0; i < 8; ++i) {
