@@ -69,6 +69,7 @@ __attribute__((always_inline)) inline xsimd::batch<float, Arch> TransposeAdd(
     const xsimd::batch<float, Arch>* rows) {
   if constexpr (std::is_base_of_v<xsimd::avx512f, Arch>) {
     __m512 pairs[8];
+#pragma GCC unroll 8
     for (int i = 0; i < 8; ++i) {
       const __m512 a = rows[2 * i];
       const __m512 b = rows[2 * i + 1];
@@ -76,6 +77,7 @@ __attribute__((always_inline)) inline xsimd::batch<float, Arch> TransposeAdd(
                                _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 2, 3, 2)));
     }
     __m512 quads[4];
+#pragma GCC unroll 4
     for (int i = 0; i < 4; ++i) {
       const __m512 a = pairs[2 * i];
       const __m512 b = pairs[2 * i + 1];
