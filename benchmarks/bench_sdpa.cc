@@ -30,9 +30,6 @@ namespace {
 using kernels::KvSegment;
 using kernels::SdpaParams;
 
-// Cold decode cycles through at least this much K+V: four times a 32 MiB L3.
-constexpr std::size_t kColdFootprint = 128 * kMiB;
-
 // Bytes of K or V of one layer, [1, Hkv, T, D].
 std::size_t KvSideBytes(DType dtype, std::int64_t t) {
   return static_cast<std::size_t>(kHkv * t) * RowBytes(dtype, kD);
@@ -95,8 +92,7 @@ void BM_DecodeCold(benchmark::State& state, DType dtype) {
   const double bandwidth = ReadBandwidth(kStreamBytes, threads);
   FmaPeakFor(kernels::BestKernels().isa, threads);
   kernels::ThreadPool pool(threads);
-  const std::size_t layer_count =
-      kv_bytes >= kColdFootprint / 2 ? 2 : (kColdFootprint + kv_bytes - 1) / kv_bytes;
+  const std::size_t layer_count = ColdLayerCount(kv_bytes);
   std::vector<KvLayer> layers;
   layers.reserve(layer_count);
   for (std::size_t i = 0; i < layer_count; ++i)

@@ -41,8 +41,6 @@ using kernels::KvSegment;
 constexpr std::int64_t kGroup = kHq / kHkv;  // query heads per kv head
 // Keys per converted block: 128 KiB of f32 K (or V) per worker, within a 512 KiB L2.
 constexpr std::int64_t kBlock = 256;
-// Cold cycles through at least this much K+V, as BM_DecodeCold.
-constexpr std::size_t kColdFootprint = 128 * kMiB;
 
 class Fused {
  public:
@@ -146,10 +144,7 @@ void RunComparison(benchmark::State& state, DType dtype, bool cold) {
   const std::int64_t t = state.range(0);
   const int threads = static_cast<int>(state.range(1));
   const std::size_t kv_bytes = 2 * static_cast<std::size_t>(kHkv * t * kD) * SizeOf(dtype);
-  const std::size_t layer_count = !cold ? 1
-                                  : kv_bytes >= kColdFootprint / 2
-                                      ? 2
-                                      : (kColdFootprint + kv_bytes - 1) / kv_bytes;
+  const std::size_t layer_count = !cold ? 1 : ColdLayerCount(kv_bytes);
   std::vector<KvLayer> layers;
   layers.reserve(layer_count);
   for (std::size_t i = 0; i < layer_count; ++i)

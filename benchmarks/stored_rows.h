@@ -3,6 +3,9 @@
 // deterministic values, quantized rows made by quantizing f32 ones, as the
 // cache write does. Shared by the SDPA benchmarks and the A/B probe so that
 // both time the same bytes.
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
@@ -10,12 +13,25 @@
 #include "ringkv/dtype.h"
 #include "ringkv/kernels/kernel_table.h"
 #include "ringkv/kernels/sdpa.h"
+#include "roofline.h"
 
 namespace ringkv::bench {
 
 // A row's stride: d elements, or for quantized rows their bytes with scales.
 inline std::int64_t RowStride(DType dtype, std::int64_t d) {
   return IsQuantized(dtype) ? static_cast<std::int64_t>(RowBytes(dtype, d)) : d;
+}
+
+// How many layers of kv_bytes each a cold benchmark cycles through so that K+V
+// never stay cached: together at least four times the L3 this machine reports
+// (at least 128 MiB, the figure for a 32 MiB L3, where it reports none), and
+// never fewer than two. Sizing by the reported L3 matters on hosts with a large
+// one (300 MiB on some cloud Xeons), where a fixed 128 MiB stayed in cache.
+inline std::size_t ColdLayerCount(std::size_t kv_bytes) {
+  const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+  const std::size_t footprint =
+      std::max<std::size_t>(128 * kMiB, l3 > 0 ? 4 * static_cast<std::size_t>(l3) : 0);
+  return std::max<std::size_t>(2, (footprint + kv_bytes - 1) / kv_bytes);
 }
 
 // The contiguous [1, heads, rows, d] view of `b`.
