@@ -12,6 +12,7 @@
 // simd_compat-inl.h); no std:: function templates, no std containers.
 #include <cstdint>
 #include <exception>
+#include <type_traits>
 
 #include "attend_tile.h"
 #include "fill_kernels.h"
@@ -579,11 +580,55 @@ struct Attender {
     });
   }
 
+  // Where a prefill-sized tile's converted block lives (attend_tile.h,
+  // DequantScratchFloats): past the tile's queries, scores and row factors; K rows
+  // qd apart, V rows v_stride apart.
+  struct ConvertedRows {
+    float* k;
+    float* v;
+    std::int64_t v_stride;
+  };
+  static ConvertedRows ConvertedScratch(const AttendTile& t, std::int64_t rows_total,
+                                        std::int64_t qd) {
+    float* const k = t.scratch + rows_total * (qd + t.block + 16);
+    return {k, k + t.block * qd, (t.dv + 15) / 16 * 16};
+  }
+
+  // kb rows of n stored values as f32 rows dst_stride apart.
+  static void ToF32Rows(const Stored* src, std::int64_t stride, std::int64_t kb, std::int64_t n,
+                        float* dst, std::int64_t dst_stride) {
+    const std::int64_t n_vec = n - n % kN;
+    for (std::int64_t j = 0; j < kb; ++j) {
+      const Stored* row = src + j * stride;
+      float* out = dst + j * dst_stride;
+      for (std::int64_t c = 0; c < n_vec; c += kN) {
+        LoadAsFloat<Arch, Tag>(row + c).store_unaligned(out + c);
+      }
+      for (std::int64_t c = n_vec; c < n; ++c) out[c] = LoadScalarAsFloat<Tag>(row + c);
+    }
+  }
+
   static void Block(const AttendTile& t, std::int64_t rows_total, std::int64_t qd, const float* qs,
                     float* s, float* alpha, const Stored* k, std::int64_t k_stride, const Stored* v,
                     std::int64_t v_stride, std::int64_t tb, std::int64_t kb, const Prefetch& pf,
                     const Prefetch& next) {
     if (BlockHidden(t, tb, kb)) return;  // before spending any work
+    if constexpr (!std::is_same_v<Tag, F32Tag>) {
+      if (rows_total >= kDequantTileRows) {
+        // A prefill-sized tile (attend_tile.h): the block's K and V converted to
+        // f32 once, into the scratch past the tile's part, then the f32 steps.
+        // In place, every register tile of rows converts each K and V vector
+        // again (docs/attention_tuning.md, "Converting prefill blocks once").
+        using F32 = Attender<Arch, F32Tag>;
+        const ConvertedRows to = ConvertedScratch(t, rows_total, qd);
+        ToF32Rows(k, k_stride, kb, t.d, to.k, qd);
+        ToF32Rows(v, v_stride, kb, t.dv, to.v, to.v_stride);
+        const typename F32::Prefetch none;
+        F32::Block(t, rows_total, qd, qs, s, alpha, to.k, qd, to.v, to.v_stride, tb, kb, none,
+                   none);
+        return;
+      }
+    }
     // Only the first row group prefetches: each K/V row is requested once.
     const Prefetch none;
     ForEachRowTile<kWideRows, 2, kScoreKeys, 2>(

@@ -932,23 +932,11 @@ struct QuantAttender {
                            std::int64_t k_stride, const std::uint8_t* v, std::int64_t v_stride,
                            std::int64_t tb, std::int64_t kb) {
     if (Float::BlockHidden(t, tb, kb)) return;
-    const std::int64_t vd = (t.dv + 15) / 16 * 16;
-    float* const kf = t.scratch + rows_total * (qd + t.block + 16);
-    float* const vf = kf + t.block * qd;
-    DequantRows<kK>(k, k_stride, kb, t.d, kf, qd);
-    DequantRows<kV>(v, v_stride, kb, t.dv, vf, vd);
+    const typename Float::ConvertedRows to = Float::ConvertedScratch(t, rows_total, qd);
+    DequantRows<kK>(k, k_stride, kb, t.d, to.k, qd);
+    DequantRows<kV>(v, v_stride, kb, t.dv, to.v, to.v_stride);
     const typename Float::Prefetch none;
-    ForEachRowTile<Float::kWideRows, 2, Float::kScoreKeys, 2>(
-        rows_total, Float::kWideTileRows, [&]<int R, int K>(std::int64_t r) {
-          Float::template ScoreRows<R, K>(qs + r * qd, qd, kf, qd, kb, t.d, s + r * t.block,
-                                          t.block, none);
-        });
-    if (!Float::MaskBlock(t, tb, kb, s)) return;
-    if (Float::Softmax(t, rows_total, kb, s, alpha)) {
-      Float::template Accumulate<true>(t, rows_total, s, alpha, vf, vd, kb);
-    } else {
-      Float::template Accumulate<false>(t, rows_total, s, alpha, vf, vd, kb);
-    }
+    Float::Block(t, rows_total, qd, qs, s, alpha, to.k, qd, to.v, to.v_stride, tb, kb, none, none);
   }
 
   static void Block(const AttendTile& t, std::int64_t rows_total, std::int64_t qd, const float* qs,
@@ -1031,7 +1019,7 @@ struct QuantAttender {
         Float::Begin(t, [&](const float* q, float* dst) { ScaleQuery(q, t.scale, t.d, dst); });
     // Per-row factors past alpha, in the rows_total * 16 floats of padding the
     // scratch has there, and the int4 value weights past the float part
-    // (attend_tile.h, QuantScratchFloats). int4 rows take the integer steps when
+    // (attend_tile.h, BlockScratchFloats). int4 rows take the integer steps when
     // they are whole runs (always but on AVX-512 with 32 or 96 values).
     IntDecode id;
     if (w.rows_total < kDequantTileRows) {

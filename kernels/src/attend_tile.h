@@ -29,14 +29,15 @@ struct KvRun {
   std::int64_t count = 0;
 };
 
-// Quantized tiles of at least this many state rows (prefill) dequantize each
-// block's K and V rows once into scratch and attend them with the float
-// kernel's register tiles: the widening and the scales are then paid once per
-// block, not once per register tile of rows. Decode tiles (G rows) read the
-// rows in place: each widened vector serves all their rows anyway.
+// Tiles of at least this many state rows (prefill) over quantized, f16 or bf16
+// K/V convert each block's K and V rows once into scratch as f32 and attend them
+// with the f32 kernel's register tiles: the widening, the conversion and the
+// scales are then paid once per block, not once per register tile of rows.
+// Decode tiles (G rows) read the rows in place: each widened vector serves all
+// their rows anyway.
 inline constexpr std::int64_t kDequantTileRows = 32;
 
-// The scratch floats that dequantized block takes past the float part.
+// The scratch floats that converted block takes past the float part.
 constexpr std::int64_t DequantScratchFloats(std::int64_t block, std::int64_t d,
                                             std::int64_t dv) noexcept {
   return block * ((d + 15) / 16 * 16 + (dv + 15) / 16 * 16);
@@ -49,13 +50,15 @@ constexpr std::int64_t DecodeWeightKeys(std::int64_t block) noexcept {
   return (block + 31) / 32 * 32;
 }
 
-// The scratch floats a quantized tile of `rows` state rows takes past the float
-// part: the dequantized block of a prefill-sized tile, or a decode tile's int16
-// value weights (DecodeWeightKeys per group, two to a float).
-constexpr std::int64_t QuantScratchFloats(std::int64_t rows, std::int64_t block, std::int64_t d,
-                                          std::int64_t dv) noexcept {
+// The scratch floats a tile of `rows` state rows takes past the float part: the
+// converted block of a prefill-sized tile, whatever the dtype (f32 rows leave it
+// unused; the drivers do not know the dtype from the shape alone), or a
+// quantized decode tile's int16 value weights (DecodeWeightKeys per group, two to
+// a float).
+constexpr std::int64_t BlockScratchFloats(std::int64_t rows, std::int64_t block, std::int64_t d,
+                                          std::int64_t dv, bool quantized) noexcept {
   if (rows >= kDequantTileRows) return DequantScratchFloats(block, d, dv);
-  return rows * DecodeWeightKeys(block) * ((dv + 63) / 64);
+  return quantized ? rows * DecodeWeightKeys(block) * ((dv + 63) / 64) : 0;
 }
 
 struct AttendTile {
@@ -104,7 +107,7 @@ struct AttendTile {
   std::int64_t block = 64;
   // 64-byte aligned work space of at least heads * rows * (RoundUp(d, 16) + block + 16)
   // floats: the scaled queries, the scores of one block, per-row factors; with
-  // quantized K/V, QuantScratchFloats(heads * rows, block, d, dv) more after them.
+  // BlockScratchFloats(heads * rows, block, d, dv, quantized) more after them.
   float* scratch = nullptr;
 
   // Outputs, heads * rows each: m[r], l[r] and acc[r * acc_stride + c], c < dv.

@@ -106,9 +106,8 @@ Layout MakeLayout(const Dims& dims, const SdpaTuning& tuning, int threads) noexc
   l.tile_rows = dims.group * l.rows_per_tile;
   l.acc_stride = RoundUp(dims.dv, kPad);
   l.scratch_floats = l.tile_rows * (RoundUp(dims.d, kPad) + tuning.key_block + kPad);
-  if (dims.quantized) {
-    l.scratch_floats += QuantScratchFloats(l.tile_rows, tuning.key_block, dims.d, dims.dv);
-  }
+  l.scratch_floats +=
+      BlockScratchFloats(l.tile_rows, tuning.key_block, dims.d, dims.dv, dims.quantized);
   l.q_floats = dims.rotate_q ? l.tile_rows * RoundUp(dims.d, kPad) : 0;
   l.state_floats = RoundUp(l.tile_rows, kPad) * 2 + l.tile_rows * l.acc_stride;
   // Each row is in at most one group, so in one own pass and at most one prefix pass.

@@ -124,9 +124,8 @@ Plan MakePlan(const Dims& dims, const SdpaTuning& tuning, int threads) {
       plan.tile_rows <= tuning.decode_tile_rows ? tuning.decode_key_block : tuning.key_block;
   plan.acc_stride = RoundUp(dims.dv, kPad);
   plan.scratch_floats = plan.tile_rows * (RoundUp(dims.d, kPad) + plan.key_block + kPad);
-  if (dims.quantized) {
-    plan.scratch_floats += QuantScratchFloats(plan.tile_rows, plan.key_block, dims.d, dims.dv);
-  }
+  plan.scratch_floats +=
+      BlockScratchFloats(plan.tile_rows, plan.key_block, dims.d, dims.dv, dims.quantized);
   plan.q_floats = dims.rotate_q ? plan.tile_rows * RoundUp(dims.d, kPad) : 0;
   plan.state_floats = RoundUp(plan.tile_rows, kPad) * 2 + plan.tile_rows * plan.acc_stride;
   const bool split = plan.chunks > 1;

@@ -227,11 +227,12 @@ TEST(RaggedWorkspaceTest, RotatedKeysAddTheRotatedQueryRowsPerWorker) {
   EXPECT_FALSE(ShapeOf(p.params).rotated_keys);
 }
 
-// Prefill-sized tiles over quantized K/V dequantize each block into scratch
-// (attend_tile.h): exactly DequantScratchFloats more per worker; decode tiles
+// Prefill-sized tiles convert each block of quantized, f16 or bf16 K/V into
+// f32 scratch (attend_tile.h, BlockScratchFloats): a float shape reserves that
+// block too, so quantizing adds nothing there; decode tiles of quantized K/V
 // take room for their int4 value weights: their rows x the key block rounded to
 // 32 x one float per 64 values of Dv.
-TEST(RaggedWorkspaceTest, QuantizedTilesAddADequantizedBlockOrDecodeWeightsPerWorker) {
+TEST(RaggedWorkspaceTest, PrefillReservesAConvertedBlockForEveryDtypeDecodeQuantizedAddsWeights) {
   RaggedSdpaShape s{.q_heads = 8,
                     .kv_heads = 2,
                     .rows = 64,
@@ -244,10 +245,7 @@ TEST(RaggedWorkspaceTest, QuantizedTilesAddADequantizedBlockOrDecodeWeightsPerWo
   for (int threads : {1, 2}) {
     const std::size_t floats = RaggedSdpaWorkspaceBytes(s, threads);
     s.quantized = true;
-    EXPECT_EQ(
-        RaggedSdpaWorkspaceBytes(s, threads) - floats,
-        static_cast<std::size_t>(threads * DequantScratchFloats(SdpaTuning{}.key_block, 64, 32)) *
-            sizeof(float));
+    EXPECT_EQ(RaggedSdpaWorkspaceBytes(s, threads), floats);
     s.quantized = false;
   }
   s.rows = 2;  // G x 2 = 8 state rows: read in place
@@ -279,11 +277,14 @@ TEST(RaggedWorkspaceTest, SizeDoesNotDependOnTheKeys) {
 }
 
 // Exact enough: per worker the attend scratch of one 64-row tile (64 x (128 +
-// 64 + 16) floats), its state (64 x (2 + 128) floats) and the run list (512 x 48
-// bytes) = 112 KiB; on 2 threads the flash-decoding partial states, 2 x 4 x 2
-// tasks' states = 520 KiB; the plan is a few KiB. Nothing may scale with keys.
+// 64 + 16) floats), the converted K and V block such a tile takes (64 keys x (128
+// + 128) floats: the shape alone cannot rule out 16 rows of one sequence in a
+// tile), its state (64 x (2 + 128) floats) and the run list (512 x 48 bytes) =
+// 173 KiB; on 2 threads the flash-decoding partial states, 2 x 4 x 2 tasks'
+// states = 520 KiB; the plan is a few KiB. Nothing may scale with keys.
 TEST(RaggedWorkspaceTest, DecodeSizeIsWhatTheTasksNeed) {
-  const std::size_t worker = 512 * sizeof(KvRun) + (64 * (128 + 64 + 16) + 64 * 130) * 4;
+  const std::size_t worker =
+      512 * sizeof(KvRun) + (64 * (128 + 64 + 16) + 64 * (128 + 128) + 64 * 130) * 4;
   const std::size_t partials = 16 * static_cast<std::size_t>(64 * 130) * 4;
   const std::size_t one = RaggedSdpaWorkspaceBytes(DecodeShape(32 * 4096), 1);
   const std::size_t two = RaggedSdpaWorkspaceBytes(DecodeShape(32 * 4096), 2);
