@@ -26,7 +26,7 @@ inline std::int64_t RowStride(DType dtype, std::int64_t d) {
 // never stay cached: together at least four times the L3 this machine reports
 // (at least 128 MiB, the figure for a 32 MiB L3, where it reports none), and
 // never fewer than two. Sizing by the reported L3 matters on hosts with a large
-// one (300 MiB on some cloud Xeons), where a fixed 128 MiB stayed in cache.
+// one (300 MiB on some cloud Xeons), where a fixed 128 MiB could stay cached.
 inline std::size_t ColdLayerCount(std::size_t kv_bytes) {
   const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
   const std::size_t footprint =

@@ -618,7 +618,7 @@ struct Attender {
         // A prefill-sized tile (attend_tile.h): the block's K and V converted to
         // f32 once, into the scratch past the tile's part, then the f32 steps.
         // In place, every register tile of rows converts each K and V vector
-        // again (docs/attention_tuning.md, "Converting prefill blocks once").
+        // again (docs/attention_tuning.md, "The first AVX-512 host").
         using F32 = Attender<Arch, F32Tag>;
         const ConvertedRows to = ConvertedScratch(t, rows_total, qd);
         ToF32Rows(k, k_stride, kb, t.d, to.k, qd);
