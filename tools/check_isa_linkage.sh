@@ -4,7 +4,8 @@
 # (W/V, inline functions and template instances) count as external: the linker
 # keeps one copy of a weak symbol for the whole program, so a copy compiled with
 # -mavx512* flags could be the one baseline callers run.
-#   tools/check_isa_linkage.sh <isa_sse42.cc.o | isa_avx2.cc.o | isa_avx512.cc.o | isa_neon.cc.o>...
+#   tools/check_isa_linkage.sh <isa_sse42.cc.o | isa_avx2.cc.o | isa_avx512.cc.o |
+#                               isa_avx512_vnni.cc.o | isa_neon.cc.o>...
 # NM may name the nm to use (CMake passes CMAKE_NM).
 #
 # One exception: a weak instance of a template whose arguments name this unit's
@@ -48,13 +49,20 @@ for obj in "$@"; do
       want='ringkv::kernels::FillAvx512Kernels(ringkv::kernels::KernelTable&)'
       own_arch='xsimd::avx512bw'
       ;;
+    isa_avx512_vnni.cc.o)
+      # Its arch has internal linkage (isa_avx512_vnni.cc), so no weak instance
+      # of it is allowed: one on xsimd::avx512bw would collide with the AVX-512
+      # unit's.
+      want='ringkv::kernels::FillAvx512VnniAttend(ringkv::kernels::KernelTable&)'
+      own_arch=''
+      ;;
     isa_neon.cc.o)
       want='ringkv::kernels::FillNeonKernels(ringkv::kernels::KernelTable&)'
       own_arch='xsimd::neon64'
       baseline_weak='^xsimd::kernel::wrap::'
       ;;
     *)
-      echo "FAIL $obj: not a per-ISA object (isa_sse42/avx2/avx512/neon.cc.o)" >&2
+      echo "FAIL $obj: not a per-ISA object (isa_sse42/avx2/avx512/avx512_vnni/neon.cc.o)" >&2
       failed=1
       continue
       ;;
@@ -78,7 +86,8 @@ for obj in "$@"; do
       :
     elif [[ "$type" =~ ^[WV]$ && "$name" =~ $baseline_weak ]]; then
       own_weak=$((own_weak + 1))
-    elif [[ "$type" =~ ^[WV]$ && "$name" == *"$own_arch"* && "$name" != *"fma3<$own_arch>"* ]]; then
+    elif [[ -n "$own_arch" && "$type" =~ ^[WV]$ && "$name" == *"$own_arch"* &&
+            "$name" != *"fma3<$own_arch>"* ]]; then
       own_weak=$((own_weak + 1))
     else
       extra+="    $type $name"$'\n'

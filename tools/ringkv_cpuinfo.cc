@@ -17,8 +17,10 @@ int main() {
   } else {
     std::printf("sse4.2 %s | avx %s | avx2 %s | fma %s | f16c %s\n", yes(f.sse42), yes(f.avx),
                 yes(f.avx2), yes(f.fma), yes(f.f16c));
-    std::printf("avx512f %s | avx512cd %s | avx512dq %s | avx512bw %s | avx512vl %s\n",
-                yes(f.avx512f), yes(f.avx512cd), yes(f.avx512dq), yes(f.avx512bw), yes(f.avx512vl));
+    std::printf(
+        "avx512f %s | avx512cd %s | avx512dq %s | avx512bw %s | avx512vl %s | avx512vnni %s\n",
+        yes(f.avx512f), yes(f.avx512cd), yes(f.avx512dq), yes(f.avx512bw), yes(f.avx512vl),
+        yes(f.avx512vnni));
   }
   const TierCapSetting& cap = TierCap();
   const std::string cap_key(IsaKey(cap.cap));
@@ -38,6 +40,10 @@ int main() {
                                                       : "available";
     std::printf("%s (%s)  ", std::string(IsaName(isa)).c_str(), state);
   }
-  std::printf("\nchosen: %s\n", std::string(IsaName(BestKernels().isa)).c_str());
+  const Isa chosen = BestKernels().isa;
+  // The AVX-512 tier runs int8 / int4 attention with VNNI where the CPU has it.
+  const bool vnni = chosen == Isa::kAvx512 && f.avx512vnni;
+  std::printf("\nchosen: %s%s\n", std::string(IsaName(chosen)).c_str(),
+              vnni ? " (int8 / int4 attention with VNNI)" : "");
   return 0;
 }

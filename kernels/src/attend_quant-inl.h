@@ -360,7 +360,7 @@ struct QuantAttender {
         PinToVectorRegister(qv);
 #pragma GCC unroll 16
         for (int j = 0; j < K; ++j) {
-          typename I::register_type sum = acc[r * K + j] + Dot::Madd(kv[j], I(qv));
+          typename I::register_type sum = Dot::MaddAdd(acc[r * K + j], kv[j], I(qv));
           PinToVectorRegister(sum);
           acc[r * K + j] = sum;
         }
@@ -420,7 +420,7 @@ struct QuantAttender {
         const I qo = Dot::Load(q + r * q_stride + c + kL);
 #pragma GCC unroll 16
         for (int j = 0; j < K; ++j) {
-          const I sum = Dot::Madd(even[j], qe) + Dot::Madd(odd[j], qo);
+          const I sum = Dot::MaddAdd(Dot::Madd(even[j], qe), odd[j], qo);
           acc[r * K + j] = xsimd::fma(xsimd::batch_cast<float>(sum), scale[j], acc[r * K + j]);
         }
       }
@@ -571,8 +571,8 @@ struct QuantAttender {
 #pragma GCC unroll 16
           for (int r = 0; r < R; ++r) {
             const I pair = Dot::BroadcastPair(w + r * w_stride + j);
-            lo[r * VC + x] += Dot::Madd(il, pair);
-            hi[r * VC + x] += Dot::Madd(ih, pair);
+            lo[r * VC + x] = Dot::MaddAdd(lo[r * VC + x], il, pair);
+            hi[r * VC + x] = Dot::MaddAdd(hi[r * VC + x], ih, pair);
           }
         }
       };
@@ -768,8 +768,8 @@ struct QuantAttender {
 #pragma GCC unroll 16
         for (int r = 0; r < R; ++r) {
           const I pair = WeightPairs(id.weights + r * id.w_row_stride, id.w_group_stride, c, j);
-          lo[r * H + x] += Dot::Madd(il, pair);
-          hi[r * H + x] += Dot::Madd(ih, pair);
+          lo[r * H + x] = Dot::MaddAdd(lo[r * H + x], il, pair);
+          hi[r * H + x] = Dot::MaddAdd(hi[r * H + x], ih, pair);
         }
       }
     };

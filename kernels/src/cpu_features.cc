@@ -56,6 +56,7 @@ void DetectX86(CpuFeatures& f) {
   f.avx512cd = f.avx512f && Bit(leaf7.ebx, 28);
   f.avx512bw = f.avx512f && Bit(leaf7.ebx, 30);
   f.avx512vl = f.avx512f && Bit(leaf7.ebx, 31);
+  f.avx512vnni = f.avx512f && Bit(leaf7.ecx, 11);
 }
 
 #elif defined(__aarch64__) && defined(__linux__)

@@ -10,6 +10,8 @@ void FillAvx2Kernels(KernelTable& table) noexcept;
 #endif
 #ifdef RINGKV_HAVE_AVX512
 void FillAvx512Kernels(KernelTable& table) noexcept;
+// Replaces the AVX-512 table's attend with the one built with AVX512-VNNI.
+void FillAvx512VnniAttend(KernelTable& table) noexcept;
 #endif
 #ifdef RINGKV_HAVE_NEON
 void FillNeonKernels(KernelTable& table) noexcept;

@@ -40,7 +40,13 @@ const KernelTable* Compiled(Isa isa) noexcept {
 #endif
     case Isa::kAvx512: {
 #ifdef RINGKV_HAVE_AVX512
-      static const KernelTable avx512 = Make(Isa::kAvx512, FillAvx512Kernels);
+      static const KernelTable avx512 = [] {
+        KernelTable table = Make(Isa::kAvx512, FillAvx512Kernels);
+        // The same integer sums in fewer instructions where the CPU can
+        // (isa_avx512_vnni.cc); the rest of the tier does not use VNNI.
+        if (DetectCpu().avx512vnni) FillAvx512VnniAttend(table);
+        return table;
+      }();
       return &avx512;
 #else
       return nullptr;

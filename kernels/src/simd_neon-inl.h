@@ -134,6 +134,9 @@ struct I16Dot {
     const int16x8_t y = vreinterpretq_s16_s32(b);
     return vpaddq_s32(vmull_s16(vget_low_s16(x), vget_low_s16(y)), vmull_high_s16(x, y));
   }
+  __attribute__((always_inline)) static I MaddAdd(const I& acc, const I& a, const I& b) {
+    return acc + Madd(a, b);
+  }
   __attribute__((always_inline)) static I InterleaveLo(const I& a, const I& b) {
     return vreinterpretq_s32_s16(vzip1q_s16(vreinterpretq_s16_s32(a), vreinterpretq_s16_s32(b)));
   }

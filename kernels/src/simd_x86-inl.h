@@ -248,6 +248,15 @@ struct I16Dot {
     }
   }
 
+  // acc + Madd(a, b). In the AVX-512 tier's VNNI unit (isa_avx512_vnni.cc, built
+  // with -mavx512vnni) one vpdpwssd does both: the same int32 sums, wrapping alike.
+  __attribute__((always_inline)) static I MaddAdd(const I& acc, const I& a, const I& b) {
+#ifdef __AVX512VNNI__
+    if constexpr (I::size == 16) return _mm512_dpwssd_epi32(acc, a, b);
+#endif
+    return acc + Madd(a, b);
+  }
+
   // The int16 values of a and b interleaved (a0 b0 a1 b1 ...), per 128-bit lane:
   // Lo takes each lane's first four values, Hi its last four.
   __attribute__((always_inline)) static I InterleaveLo(const I& a, const I& b) {

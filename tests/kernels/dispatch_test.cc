@@ -16,6 +16,9 @@
 #include "ringkv/kernels/isa.h"
 #include "ringkv/kernels/kernel_table.h"
 #include "tier_cap.h"
+#ifdef RINGKV_HAVE_AVX512
+#include "fill_kernels.h"
+#endif
 
 namespace ringkv::kernels {
 namespace {
@@ -277,7 +280,37 @@ TEST(IsaRunsOnTest, Avx512TierNeedsFCdDqBwVlAndTheAvx2Tier) {
   no_cd.avx512cd = false;  // the AVX-512 unit is compiled with -mavx512cd
   EXPECT_FALSE(IsaRunsOn(Isa::kAvx512, no_cd));
   EXPECT_TRUE(IsaRunsOn(Isa::kAvx2, no_cd));
+  CpuFeatures vnni = Avx512Cpu();  // VNNI is used where present, never required
+  vnni.avx512vnni = true;
+  EXPECT_TRUE(IsaRunsOn(Isa::kAvx512, vnni));
+  EXPECT_FALSE(Avx512Cpu().avx512vnni);
 }
+
+#ifdef RINGKV_HAVE_AVX512
+// Where this process runs the AVX-512 tier: an empty list elsewhere.
+std::vector<Isa> Avx512Here() {
+  if (KernelsFor(Isa::kAvx512) == nullptr) return {};
+  return {Isa::kAvx512};
+}
+
+class Avx512TableTest : public ::testing::TestWithParam<Isa> {};
+
+// The tier's table takes the attend of isa_avx512_vnni.cc exactly when the CPU
+// has AVX512-VNNI, and every other entry from the plain AVX-512 unit.
+TEST_P(Avx512TableTest, HoldsTheVnniAttendExactlyWhenTheCpuHasVnni) {
+  KernelTable plain;
+  plain.isa = Isa::kAvx512;
+  FillAvx512Kernels(plain);
+  const KernelTable& table = *KernelsFor(GetParam());
+  EXPECT_EQ(table.attend != plain.attend, DetectCpu().avx512vnni);
+  EXPECT_EQ(table.convert, plain.convert);
+  EXPECT_EQ(table.convert_rows, plain.convert_rows);
+  EXPECT_EQ(table.ring_gather, plain.ring_gather);
+}
+
+INSTANTIATE_TEST_SUITE_P(Tiers, Avx512TableTest, ::testing::ValuesIn(Avx512Here()));
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(Avx512TableTest);
+#endif
 
 #if defined(__x86_64__) || defined(__i386__)
 // The compiler's runtime (libgcc / compiler-rt) reads CPUID and XCR0 on its own:
@@ -297,6 +330,7 @@ TEST(DetectCpuTest, AgreesWithTheCompilersCpuSupports) {
   EXPECT_EQ(f.avx512dq, __builtin_cpu_supports("avx512dq") != 0) << "avx512dq";
   EXPECT_EQ(f.avx512bw, __builtin_cpu_supports("avx512bw") != 0) << "avx512bw";
   EXPECT_EQ(f.avx512vl, __builtin_cpu_supports("avx512vl") != 0) << "avx512vl";
+  EXPECT_EQ(f.avx512vnni, __builtin_cpu_supports("avx512vnni") != 0) << "avx512vnni";
 }
 #elif defined(__aarch64__) && defined(__linux__)
 // The kernel's hwcap word read from /proc/self/auxv ((type, value) pairs of

@@ -23,6 +23,9 @@
 #include "ringkv/kernels/kernel_table.h"
 #include "ringkv/kernels/sdpa.h"
 #include "ringkv/kernels/thread_pool.h"
+#ifdef RINGKV_HAVE_AVX512
+#include "fill_kernels.h"
+#endif
 #include "sdpa_error.h"
 #include "sdpa_run.h"
 #include "support/sdpa_reference.h"
@@ -344,6 +347,45 @@ TEST_P(SdpaQuantTest, NanScaleOfAVisibleGroupPoisonsItsColumns) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Tiers, SdpaQuantTest, ::testing::ValuesIn(AvailableIsas()), TierName);
+
+#ifdef RINGKV_HAVE_AVX512
+// The AVX-512 tier on a CPU with AVX512-VNNI runs the attend of
+// isa_avx512_vnni.cc, which only fuses each int16 multiply-add with its
+// accumulation (vpdpwssd): the same int32 sums, so every output must be the
+// plain AVX-512 attend's, bit for bit. SdpaQuantTest holds the VNNI one to the
+// reference; this holds the plain one, which such a CPU never selects, to it.
+// Instantiated only where the tier runs with VNNI (an empty list elsewhere).
+std::vector<Isa> Avx512WithVnni() {
+  const KernelTable* t = KernelsFor(Isa::kAvx512);
+  if (t == nullptr || !DetectCpu().avx512vnni) return {};
+  return {Isa::kAvx512};
+}
+
+class Avx512VnniTest : public ::testing::TestWithParam<Isa> {};
+
+TEST_P(Avx512VnniTest, AttendGivesThePlainAttendsOutputsBitForBit) {
+  KernelTable plain;
+  plain.isa = Isa::kAvx512;
+  FillAvx512Kernels(plain);
+  const KernelTable& vnni = *KernelsFor(GetParam());
+  ASSERT_NE(vnni.attend, plain.attend);
+  for (int threads : {1, 2}) {
+    ThreadPool pool(threads);
+    for (Prepared& pc : PreparedCases()) {
+      std::fill(pc.p.out.begin(), pc.p.out.end(), kInf);
+      test::RunSdpa(pc.p.params, plain, pool);
+      const std::vector<float> expected = pc.p.out;
+      std::fill(pc.p.out.begin(), pc.p.out.end(), kInf);
+      test::RunSdpa(pc.p.params, vnni, pool);
+      EXPECT_EQ(std::memcmp(pc.p.out.data(), expected.data(), expected.size() * sizeof(float)), 0)
+          << pc.c.name << " threads " << threads;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Tiers, Avx512VnniTest, ::testing::ValuesIn(Avx512WithVnni()), TierName);
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(Avx512VnniTest);
+#endif
 
 }  // namespace
 }  // namespace ringkv::kernels
