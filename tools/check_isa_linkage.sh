@@ -5,7 +5,8 @@
 # keeps one copy of a weak symbol for the whole program, so a copy compiled with
 # -mavx512* flags could be the one baseline callers run.
 #   tools/check_isa_linkage.sh <isa_sse42.cc.o | isa_avx2.cc.o | isa_avx512.cc.o |
-#                               isa_avx512_vnni.cc.o | isa_neon.cc.o>...
+#                               isa_avx512_vnni.cc.o |
+#                               isa_avx512_bf16.cc.o | isa_neon.cc.o>...
 # NM may name the nm to use (CMake passes CMAKE_NM).
 #
 # One exception: a weak instance of a template whose arguments name this unit's
@@ -56,13 +57,18 @@ for obj in "$@"; do
       want='ringkv::kernels::FillAvx512VnniAttend(ringkv::kernels::KernelTable&)'
       own_arch=''
       ;;
+    isa_avx512_bf16.cc.o)
+      # Internal linkage too (isa_avx512_bf16.cc), for the same reason.
+      want='ringkv::kernels::FillAvx512Bf16Attend(ringkv::kernels::KernelTable&)'
+      own_arch=''
+      ;;
     isa_neon.cc.o)
       want='ringkv::kernels::FillNeonKernels(ringkv::kernels::KernelTable&)'
       own_arch='xsimd::neon64'
       baseline_weak='^xsimd::kernel::wrap::'
       ;;
     *)
-      echo "FAIL $obj: not a per-ISA object (isa_sse42/avx2/avx512/avx512_vnni/neon.cc.o)" >&2
+      echo "FAIL $obj: not a per-ISA object (isa_sse42/avx2/avx512/avx512_vnni/avx512_bf16/neon.cc.o)" >&2
       failed=1
       continue
       ;;

@@ -18,9 +18,10 @@ int main() {
     std::printf("sse4.2 %s | avx %s | avx2 %s | fma %s | f16c %s\n", yes(f.sse42), yes(f.avx),
                 yes(f.avx2), yes(f.fma), yes(f.f16c));
     std::printf(
-        "avx512f %s | avx512cd %s | avx512dq %s | avx512bw %s | avx512vl %s | avx512vnni %s\n",
+        "avx512f %s | avx512cd %s | avx512dq %s | avx512bw %s | avx512vl %s | avx512vnni %s | "
+        "avx512bf16 %s\n",
         yes(f.avx512f), yes(f.avx512cd), yes(f.avx512dq), yes(f.avx512bw), yes(f.avx512vl),
-        yes(f.avx512vnni));
+        yes(f.avx512vnni), yes(f.avx512bf16));
   }
   const TierCapSetting& cap = TierCap();
   const std::string cap_key(IsaKey(cap.cap));
@@ -41,9 +42,13 @@ int main() {
     std::printf("%s (%s)  ", std::string(IsaName(isa)).c_str(), state);
   }
   const Isa chosen = BestKernels().isa;
-  // The AVX-512 tier runs int8 / int4 attention with VNNI where the CPU has it.
+  // The AVX-512 tier runs int8 / int4 attention with VNNI where the CPU has it,
+  // and bf16 decode scores with bf16 dot products where it has both.
   const bool vnni = chosen == Isa::kAvx512 && f.avx512vnni;
+  const bool bf16 = vnni && f.avx512bf16;
   std::printf("\nchosen: %s%s\n", std::string(IsaName(chosen)).c_str(),
-              vnni ? " (int8 / int4 attention with VNNI)" : "");
+              bf16   ? " (int8 / int4 attention with VNNI, bf16 decode scores with AVX512-BF16)"
+              : vnni ? " (int8 / int4 attention with VNNI)"
+                     : "");
   return 0;
 }

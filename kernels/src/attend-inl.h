@@ -107,6 +107,33 @@ struct Attender {
   static constexpr int kWideRows = kN == 8 ? 6 : 0;
   static constexpr std::int64_t kWideTileRows = 16;
 
+  // sums[a] = the sum of acc[a]'s lanes, for N accumulators. Transpose-add: kN
+  // accumulators reduce to one batch of kN sums; a last, partial group is padded
+  // by repeating its accumulators.
+  static constexpr std::size_t SumsSize(int n) {
+    return static_cast<std::size_t>((n + kN - 1) / kN * kN);
+  }
+  template <int N>
+  __attribute__((always_inline)) static void SumLanes(const B* acc, float* sums) {
+    constexpr int kGroup = static_cast<int>(kN);
+    if constexpr (kN == 4 || kN == 8 || kN == 16) {
+#pragma GCC unroll 16
+      for (int g = 0; g < N; g += kGroup) {
+        if (g + kGroup <= N) {
+          TransposeAdd<Arch>(acc + g).store_aligned(sums + g);
+        } else {
+          B part[static_cast<std::size_t>(kGroup)];
+#pragma GCC unroll 16
+          for (int i = 0; i < kGroup; ++i) part[i] = acc[g + i % (N - g)];
+          TransposeAdd<Arch>(part).store_aligned(sums + g);
+        }
+      }
+    } else {
+#pragma GCC unroll 32
+      for (int a = 0; a < N; ++a) sums[a] = ReduceAdd<Arch>(acc[a]);
+    }
+  }
+
   // out[r * out_stride + j] = q_r . k_j for R rows (q_stride apart) and K keys.
   // R x K independent accumulators hide the FMA latency; each K vector is
   // converted once and used by all R rows.
@@ -130,26 +157,8 @@ struct Attender {
         for (int j = 0; j < K; ++j) acc[r * K + j] = xsimd::fma(qv, kv[j], acc[r * K + j]);
       }
     }
-    // Transpose-add: kN accumulators reduce to one batch of kN sums; a last,
-    // partial group is padded by repeating its accumulators.
-    constexpr int kGroup = static_cast<int>(kN);
-    alignas(64) float sums[static_cast<std::size_t>((R * K + kGroup - 1) / kGroup * kGroup)];
-    if constexpr (kN == 4 || kN == 8 || kN == 16) {
-#pragma GCC unroll 16
-      for (int g = 0; g < R * K; g += kGroup) {
-        if (g + kGroup <= R * K) {
-          TransposeAdd<Arch>(acc + g).store_aligned(sums + g);
-        } else {
-          B part[static_cast<std::size_t>(kGroup)];
-#pragma GCC unroll 16
-          for (int i = 0; i < kGroup; ++i) part[i] = acc[g + i % (R * K - g)];
-          TransposeAdd<Arch>(part).store_aligned(sums + g);
-        }
-      }
-    } else {
-#pragma GCC unroll 32
-      for (int a = 0; a < R * K; ++a) sums[a] = ReduceAdd<Arch>(acc[a]);
-    }
+    alignas(64) float sums[SumsSize(R * K)];
+    SumLanes<R * K>(acc, sums);
     for (std::int64_t c = d_vec; c < d; ++c) {
       for (int j = 0; j < K; ++j) {
         const float kc = LoadScalarAsFloat<Tag>(k + j * k_stride + c);
@@ -158,6 +167,49 @@ struct Attender {
     }
     for (int r = 0; r < R; ++r) {
       for (int j = 0; j < K; ++j) out[r * out_stride + j] = sums[r * K + j];
+    }
+  }
+
+  // scale * Dots over bf16 keys as stored and queries rounded to bf16
+  // (Bf16Dot, the AVX-512 tier's BF16 unit): one vdpbf16ps per 32 products
+  // instead of a widening and two FMAs. q_stride in bf16 values; d a multiple of 32.
+  template <int R, int K>
+  __attribute__((always_inline)) static void DotsBf16(const std::uint16_t* q, std::int64_t q_stride,
+                                                      const Stored* k, std::int64_t k_stride,
+                                                      std::int64_t d, float scale, float* out,
+                                                      std::int64_t out_stride) {
+    using Dot = Bf16Dot<Arch>;
+    B acc[static_cast<std::size_t>(R * K)];
+#pragma GCC unroll 32
+    for (int a = 0; a < R * K; ++a) acc[a] = B(0.0f);
+    for (std::int64_t c = 0; c < d; c += Dot::kLanes) {
+      decltype(Dot::Load(k)) kv[static_cast<std::size_t>(K)];
+#pragma GCC unroll 16
+      for (int j = 0; j < K; ++j) kv[j] = Dot::Load(k + j * k_stride + c);
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) {
+        auto qv = Dot::Load(q + r * q_stride + c);
+        PinToVectorRegister(qv);
+#pragma GCC unroll 16
+        for (int j = 0; j < K; ++j) acc[r * K + j] = Dot::DotAdd(acc[r * K + j], qv, kv[j]);
+      }
+    }
+    alignas(64) float sums[SumsSize(R * K)];
+    SumLanes<R * K>(acc, sums);
+    for (int r = 0; r < R; ++r) {
+      for (int j = 0; j < K; ++j) out[r * out_stride + j] = sums[r * K + j] * scale;
+    }
+  }
+
+  // Whether a tile's scores go through DotsBf16: a decode-sized tile (prefill
+  // ones convert K to f32 once per block and use every FMA of a wide tile) over
+  // bf16 K on a unit with bf16 dot products. Its queries are then held as bf16
+  // (Attend), which is what this costs in accuracy: docs/kernels.md.
+  static bool Bf16Scores(const AttendTile& t, std::int64_t rows_total) {
+    if constexpr (kBf16Dot<Arch> && std::is_same_v<Tag, BF16Tag>) {
+      return rows_total < kDequantTileRows && t.d % Bf16Dot<Arch>::kLanes == 0;
+    } else {
+      return false;
     }
   }
 
@@ -194,15 +246,21 @@ struct Attender {
     }
   }
 
-  // Scores of R rows against the kb keys of a block.
-  template <int R, int K>
+  // Scores of R rows against the kb keys of a block; kBf16: q holds unscaled
+  // bf16 rows (DotsBf16, which applies scale), q_stride still in floats.
+  template <int R, int K, bool kBf16 = false>
   static void ScoreRows(const float* q, std::int64_t q_stride, const Stored* k,
                         std::int64_t k_stride, std::int64_t kb, std::int64_t d, float* s,
-                        std::int64_t s_stride, const Prefetch& pf) {
+                        std::int64_t s_stride, const Prefetch& pf, float scale = 1.0f) {
     ForEachKeyTile<K>(
         kb, [&](std::int64_t j, std::int64_t keys) { PrefetchRows(pf, j, keys); },
         [&]<int Kt>(std::int64_t j) {
-          Dots<R, Kt>(q, q_stride, k + j * k_stride, k_stride, d, s + j, s_stride);
+          if constexpr (kBf16) {
+            DotsBf16<R, Kt>(reinterpret_cast<const std::uint16_t*>(q), 2 * q_stride,
+                            k + j * k_stride, k_stride, d, scale, s + j, s_stride);
+          } else {
+            Dots<R, Kt>(q, q_stride, k + j * k_stride, k_stride, d, s + j, s_stride);
+          }
         });
   }
 
@@ -511,6 +569,25 @@ struct Attender {
     float* alpha = nullptr;  // [rows_total]
   };
 
+  // On a unit with bf16 dot products every tile over bf16 K rounds its queries
+  // to bf16, whichever path its blocks take, so that the unit computes one
+  // thing: attention of bf16(q) over the stored keys, the scale applied in f32
+  // (queries that already were bf16 lose nothing). Decode tiles that take
+  // DotsBf16 hold them packed in the first half of each row's floats and scale
+  // the scores; the others hold bf16(q) * scale as f32.
+  static void RoundQuery(const AttendTile& t, bool packed, const float* q, float* dst) {
+    using Dot = Bf16Dot<Arch>;
+    if (packed) {
+      for (std::int64_t c = 0; c < t.d; c += Dot::kLanes) {
+        Dot::Round(q + c, reinterpret_cast<std::uint16_t*>(dst) + c);
+      }
+      return;
+    }
+    for (std::int64_t c = 0; c < t.d; ++c) dst[c] = q[c];
+    Dot::RoundAsF32(dst, t.d);
+    for (std::int64_t c = 0; c < t.d; ++c) dst[c] *= t.scale;
+  }
+
   // Lays out the scratch, writes each query row through scale(q, dst) and
   // resets every row's softmax state (m = -inf, l = 0, acc = 0).
   template <class ScaleRow>
@@ -556,7 +633,12 @@ struct Attender {
     // The same products as a scalar loop; written with batches because the
     // compiler, unsure that dst does not alias t.scale, reloads it per element.
     const B scale(t.scale);
+    const bool packed = Bf16Scores(t, t.heads * t.rows);
     const Scratch w = Begin(t, [&](const float* q, float* dst) {
+      if constexpr (kBf16Dot<Arch> && std::is_same_v<Tag, BF16Tag>) {
+        RoundQuery(t, packed, q, dst);
+        return;
+      }
       std::int64_t c = 0;
       for (; c + kN <= t.d; c += kN) (B::load_unaligned(q + c) * scale).store_unaligned(dst + c);
       for (; c < t.d; ++c) dst[c] = q[c] * t.scale;
@@ -631,8 +713,16 @@ struct Attender {
     }
     // Only the first row group prefetches: each K/V row is requested once.
     const Prefetch none;
+    const bool bf16_scores = Bf16Scores(t, rows_total);
     ForEachRowTile<kWideRows, 2, kScoreKeys, 2>(
         rows_total, kWideTileRows, [&]<int R, int K>(std::int64_t r) {
+          if constexpr (kBf16Dot<Arch> && std::is_same_v<Tag, BF16Tag>) {
+            if (bf16_scores) {
+              ScoreRows<R, K, true>(qs + r * qd, qd, k, k_stride, kb, t.d, s + r * t.block, t.block,
+                                    r == 0 ? pf : none, t.scale);
+              return;
+            }
+          }
           ScoreRows<R, K>(qs + r * qd, qd, k, k_stride, kb, t.d, s + r * t.block, t.block,
                           r == 0 ? pf : none);
         });

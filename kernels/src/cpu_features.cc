@@ -42,6 +42,7 @@ bool Bit(unsigned value, int bit) { return ((value >> bit) & 1u) != 0; }
 void DetectX86(CpuFeatures& f) {
   const Regs leaf1 = Cpuid(1, 0);
   const Regs leaf7 = Cpuid(7, 0);
+  const Regs leaf7_1 = leaf7.eax >= 1 ? Cpuid(7, 1) : Regs{};  // eax: last subleaf
   f.sse42 = Bit(leaf1.ecx, 20);
   const bool osxsave = Bit(leaf1.ecx, 27);
   const std::uint64_t xcr0 = osxsave ? ReadXcr0() : 0;
@@ -57,6 +58,7 @@ void DetectX86(CpuFeatures& f) {
   f.avx512bw = f.avx512f && Bit(leaf7.ebx, 30);
   f.avx512vl = f.avx512f && Bit(leaf7.ebx, 31);
   f.avx512vnni = f.avx512f && Bit(leaf7.ecx, 11);
+  f.avx512bf16 = f.avx512f && Bit(leaf7_1.eax, 5);
 }
 
 #elif defined(__aarch64__) && defined(__linux__)

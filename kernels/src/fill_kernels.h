@@ -12,6 +12,8 @@ void FillAvx2Kernels(KernelTable& table) noexcept;
 void FillAvx512Kernels(KernelTable& table) noexcept;
 // Replaces the AVX-512 table's attend with the one built with AVX512-VNNI.
 void FillAvx512VnniAttend(KernelTable& table) noexcept;
+// Replaces it with the one built with AVX512-VNNI and AVX512-BF16.
+void FillAvx512Bf16Attend(KernelTable& table) noexcept;
 #endif
 #ifdef RINGKV_HAVE_NEON
 void FillNeonKernels(KernelTable& table) noexcept;

@@ -188,6 +188,11 @@ void WriteRows(const SdpaParams& p, const Dims& dims, std::int64_t b, std::int64
 
 bool RoundsQuantizedToInt16(Isa isa) noexcept { return isa != Isa::kScalar; }
 
+bool RoundsBf16Queries(Isa isa) noexcept {
+  const KernelTable* table = KernelsFor(isa);
+  return table != nullptr && table->attend_rounds_bf16_queries;
+}
+
 SdpaShape ShapeOf(const SdpaParams& params) noexcept {
   SdpaShape shape;
   shape.batch = params.q.shape[0];

@@ -33,6 +33,12 @@ __attribute__((always_inline)) inline void PinToVectorRegister(Register& raw) {
 template <class Arch>
 constexpr bool kNativeF16 = true;
 
+// No bf16 dot products here (simd_x86-inl.h): bf16 K is widened to f32.
+template <class Arch>
+constexpr bool kBf16Dot = false;
+template <class Arch>
+struct Bf16Dot;
+
 // Loads 4 f16 values as f32 (FCVTL).
 template <class Arch>
 xsimd::batch<float, Arch> LoadF16Native(const std::uint16_t* p) {

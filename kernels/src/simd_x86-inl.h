@@ -307,5 +307,54 @@ struct I16Dot {
   }
 };
 
+// bf16 pair dot products (vdpbf16ps) for the scores of bf16 decode tiles
+// (attend-inl.h). Only the AVX-512 tier's BF16 unit (isa_avx512_bf16.cc) is
+// built with -mavx512bf16; everywhere else kBf16Dot is false and bf16 K is
+// widened to f32 for FMAs.
+#ifdef __AVX512BF16__
+template <class Arch>
+constexpr bool kBf16Dot = std::is_base_of_v<xsimd::avx512f, Arch>;
+
+template <class Arch>
+struct Bf16Dot {
+  using B = xsimd::batch<float, Arch>;
+  static constexpr std::int64_t kLanes = 32;  // bf16 values per register
+
+  // src[0, 32) rounded to bf16 into dst[0, 32): nearest even, subnormals to
+  // zero, NaN quiet (vcvtne2ps2bf16).
+  __attribute__((always_inline)) static void Round(const float* src, std::uint16_t* dst) {
+    const __m512 lo = _mm512_loadu_ps(src);
+    const __m512 hi = _mm512_loadu_ps(src + 16);
+    _mm512_storeu_si512(dst, reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo)));
+  }
+
+  // row[0, n) rounded to bf16 as Round rounds them, kept as f32.
+  static void RoundAsF32(float* row, std::int64_t n) {
+    for (std::int64_t c = 0; c < n; c += 16) {
+      const auto m = static_cast<__mmask16>(n - c >= 16 ? 0xFFFFu : (1u << (n - c)) - 1u);
+      const __m256i b =
+          reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, row + c)));
+      _mm512_mask_storeu_ps(row + c, m,
+                            _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(b), 16)));
+    }
+  }
+
+  __attribute__((always_inline)) static __m512i Load(const std::uint16_t* p) {
+    return _mm512_loadu_si512(p);
+  }
+
+  // acc lane i + a[2i] * b[2i] + a[2i + 1] * b[2i + 1], the products exact and
+  // summed in f32; bf16 subnormals count as zero.
+  __attribute__((always_inline)) static B DotAdd(const B& acc, const __m512i& a, const __m512i& b) {
+    return _mm512_dpbf16_ps(acc, reinterpret_cast<__m512bh>(a), reinterpret_cast<__m512bh>(b));
+  }
+};
+#else
+template <class Arch>
+constexpr bool kBf16Dot = false;
+template <class Arch>
+struct Bf16Dot;
+#endif
+
 }  // namespace
 }  // namespace ringkv::kernels

@@ -16,6 +16,7 @@
 #include "cache/attention_test_util.h"
 #include "cache/cache_test_util.h"
 #include "ringkv/error.h"
+#include "ringkv/kernels/kernel_table.h"
 
 namespace ringkv {
 namespace {
@@ -33,7 +34,8 @@ constexpr double kTol = 1e-6;
 
 // out [1, Hq, N, Dv] against the oracle, row by row.
 double CheckAgainstOracle(const HandPlan& plan, const Tensor& q, const Tensor& out, int layer) {
-  const std::vector<float> q_values = q.AsType(DType::kF32).ToVector();
+  const std::vector<float> q_values = test::QueriesAsAttended(
+      q.AsType(DType::kF32).ToVector(), plan.KeyDtype(), kernels::BestKernels().isa);
   const std::vector<float> got = out.ToVector();
   double max_err = 0.0;
   for (std::int64_t r = 0; r < HandPlan::kRows; ++r) {

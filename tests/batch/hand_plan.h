@@ -120,6 +120,8 @@ class HandPlan {
     }
   }
 
+  DType KeyDtype() const { return dtype_; }
+
   // Element (h, d) of a stored key / value of `layer`, as stored.
   float Key(int layer, const KeyRef& key, std::int64_t h, std::int64_t d) const {
     return Element(key_values_, layer, key, h, d, kD);

@@ -16,6 +16,7 @@
 #include "cache/cache_test_util.h"
 #include "ringkv/batch_attention.h"
 #include "ringkv/error.h"
+#include "ringkv/kernels/kernel_table.h"
 #include "support/sdpa_reference.h"
 
 namespace ringkv {
@@ -52,7 +53,9 @@ bool Visible(const Entries& e, std::int64_t b, std::int64_t i, std::int64_t t) {
 std::vector<double> Expected(const Entries& e, const Tensor& q, const Tensor& k, const Tensor& v) {
   std::vector<double> out;
   for (std::int64_t b = 0; b < kB; ++b) {
-    const std::vector<float> qb = q.Slice(0, b, b + 1).Contiguous().AsType(DType::kF32).ToVector();
+    const std::vector<float> qb =
+        test::QueriesAsAttended(q.Slice(0, b, b + 1).Contiguous().AsType(DType::kF32).ToVector(),
+                                k.Dtype(), kernels::BestKernels().isa);
     const std::vector<float> kb = k.Slice(0, b, b + 1).AsType(DType::kF32).ToVector();
     const std::vector<float> vb = v.Slice(0, b, b + 1).AsType(DType::kF32).ToVector();
     std::vector<std::uint8_t> mask(static_cast<std::size_t>(kL * kT));

@@ -34,7 +34,8 @@ bool Contains(const std::vector<Isa>& isas, Isa isa) {
 
 // Every entry point of a table. A new entry makes the static_assert fail until it
 // is listed here, so a tier that forgets to fill it cannot pass unnoticed.
-static_assert(sizeof(KernelTable) == 5 * sizeof(void*),
+// (isa and four functions; attend_rounds_bf16_queries is a property, padded to a word.)
+static_assert(sizeof(KernelTable) == 6 * sizeof(void*),
               "KernelTable gained an entry: add it to EntryPoints()");
 std::vector<std::pair<const char*, bool>> EntryPoints(const KernelTable& t) {
   return {{"convert", t.convert != nullptr},
@@ -284,6 +285,10 @@ TEST(IsaRunsOnTest, Avx512TierNeedsFCdDqBwVlAndTheAvx2Tier) {
   vnni.avx512vnni = true;
   EXPECT_TRUE(IsaRunsOn(Isa::kAvx512, vnni));
   EXPECT_FALSE(Avx512Cpu().avx512vnni);
+  CpuFeatures bf16 = vnni;  // nor BF16
+  bf16.avx512bf16 = true;
+  EXPECT_TRUE(IsaRunsOn(Isa::kAvx512, bf16));
+  EXPECT_FALSE(Avx512Cpu().avx512bf16);
 }
 
 #ifdef RINGKV_HAVE_AVX512
@@ -295,14 +300,26 @@ std::vector<Isa> Avx512Here() {
 
 class Avx512TableTest : public ::testing::TestWithParam<Isa> {};
 
-// The tier's table takes the attend of isa_avx512_vnni.cc exactly when the CPU
-// has AVX512-VNNI, and every other entry from the plain AVX-512 unit.
-TEST_P(Avx512TableTest, HoldsTheVnniAttendExactlyWhenTheCpuHasVnni) {
+// The tier's table takes the attend of isa_avx512_bf16.cc when the CPU has
+// AVX512-VNNI and AVX512-BF16, that of isa_avx512_vnni.cc when it has VNNI only,
+// and every other entry from the plain AVX-512 unit.
+TEST_P(Avx512TableTest, HoldsTheAttendOfTheCpusExtensions) {
   KernelTable plain;
   plain.isa = Isa::kAvx512;
   FillAvx512Kernels(plain);
+  KernelTable vnni = plain;
+  FillAvx512VnniAttend(vnni);
+  KernelTable bf16 = plain;
+  FillAvx512Bf16Attend(bf16);
+  ASSERT_NE(vnni.attend, plain.attend);
+  ASSERT_NE(bf16.attend, vnni.attend);
+  const CpuFeatures cpu = DetectCpu();
+  const bool with_bf16 = cpu.avx512vnni && cpu.avx512bf16;
+  const KernelTable& want = with_bf16 ? bf16 : cpu.avx512vnni ? vnni : plain;
   const KernelTable& table = *KernelsFor(GetParam());
-  EXPECT_EQ(table.attend != plain.attend, DetectCpu().avx512vnni);
+  EXPECT_EQ(table.attend, want.attend);
+  EXPECT_EQ(table.attend_rounds_bf16_queries, with_bf16);
+  EXPECT_FALSE(vnni.attend_rounds_bf16_queries);
   EXPECT_EQ(table.convert, plain.convert);
   EXPECT_EQ(table.convert_rows, plain.convert_rows);
   EXPECT_EQ(table.ring_gather, plain.ring_gather);
@@ -331,6 +348,7 @@ TEST(DetectCpuTest, AgreesWithTheCompilersCpuSupports) {
   EXPECT_EQ(f.avx512bw, __builtin_cpu_supports("avx512bw") != 0) << "avx512bw";
   EXPECT_EQ(f.avx512vl, __builtin_cpu_supports("avx512vl") != 0) << "avx512vl";
   EXPECT_EQ(f.avx512vnni, __builtin_cpu_supports("avx512vnni") != 0) << "avx512vnni";
+  EXPECT_EQ(f.avx512bf16, __builtin_cpu_supports("avx512bf16") != 0) << "avx512bf16";
 }
 #elif defined(__aarch64__) && defined(__linux__)
 // The kernel's hwcap word read from /proc/self/auxv ((type, value) pairs of

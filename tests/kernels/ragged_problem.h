@@ -308,8 +308,10 @@ inline std::pair<I64, I64> Locate(const RaggedProblem& p, const kernels::RaggedG
   return {-1, -1};
 }
 
-// The oracle: [Hq, N, Dv], each row over exactly the keys it sees.
-inline std::vector<double> RaggedExpected(const RaggedProblem& p) {
+// The oracle: [Hq, N, Dv], each row over exactly the keys it sees, for what
+// `table` computes (ReferenceSdpaFor).
+inline std::vector<double> RaggedExpected(const RaggedProblem& p,
+                                          const kernels::KernelTable& table) {
   const kernels::RaggedSdpaParams& params = p.params;
   const I64 hq = params.q.shape[1];
   const I64 d = params.q.shape[3];
@@ -354,7 +356,7 @@ inline std::vector<double> RaggedExpected(const RaggedProblem& p) {
                {params.q.strides[0], params.q.strides[1], params.q.strides[2], 1}};
       one.kv = segs;
       one.scale = params.scale;
-      const std::vector<double> row = ReferenceSdpa(one);
+      const std::vector<double> row = ReferenceSdpaFor(one, table);
       for (I64 h = 0; h < hq; ++h) {
         for (I64 e = 0; e < dv; ++e) {
           want[static_cast<std::size_t>((h * p.n + r) * dv + e)] =

@@ -122,7 +122,7 @@ class SdpaNonfiniteTest : public ::testing::TestWithParam<Isa> {
   std::vector<double> Check(const Problem& p, const std::string& what) {
     Built b;
     Build(p, b);
-    const std::vector<double> ref = test::ReferenceSdpa(b.params);
+    const std::vector<double> ref = test::ReferenceSdpaFor(b.params, *KernelsFor(GetParam()));
     for (int threads : {1, 2}) {
       ThreadPool pool(threads);
       Build(p, b);

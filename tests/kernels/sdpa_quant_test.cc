@@ -349,12 +349,13 @@ TEST_P(SdpaQuantTest, NanScaleOfAVisibleGroupPoisonsItsColumns) {
 INSTANTIATE_TEST_SUITE_P(Tiers, SdpaQuantTest, ::testing::ValuesIn(AvailableIsas()), TierName);
 
 #ifdef RINGKV_HAVE_AVX512
-// The AVX-512 tier on a CPU with AVX512-VNNI runs the attend of
-// isa_avx512_vnni.cc, which only fuses each int16 multiply-add with its
-// accumulation (vpdpwssd): the same int32 sums, so every output must be the
-// plain AVX-512 attend's, bit for bit. SdpaQuantTest holds the VNNI one to the
-// reference; this holds the plain one, which such a CPU never selects, to it.
-// Instantiated only where the tier runs with VNNI (an empty list elsewhere).
+// The AVX-512 tier's attends built with extensions, isa_avx512_vnni.cc and
+// isa_avx512_bf16.cc (VNNI, and bf16 dot products that quantized K never
+// reaches), only fuse each int16 multiply-add with its accumulation
+// (vpdpwssd): the same int32 sums, so every output must be the plain AVX-512
+// attend's, bit for bit. SdpaQuantTest holds the one the CPU selects to the
+// reference; this holds each that runs here, the plain one included, to the
+// others. Instantiated only where the tier runs with VNNI (an empty list elsewhere).
 std::vector<Isa> Avx512WithVnni() {
   const KernelTable* t = KernelsFor(Isa::kAvx512);
   if (t == nullptr || !DetectCpu().avx512vnni) return {};
@@ -363,22 +364,31 @@ std::vector<Isa> Avx512WithVnni() {
 
 class Avx512VnniTest : public ::testing::TestWithParam<Isa> {};
 
-TEST_P(Avx512VnniTest, AttendGivesThePlainAttendsOutputsBitForBit) {
+TEST_P(Avx512VnniTest, AttendsGiveThePlainAttendsOutputsBitForBit) {
   KernelTable plain;
   plain.isa = Isa::kAvx512;
   FillAvx512Kernels(plain);
-  const KernelTable& vnni = *KernelsFor(GetParam());
-  ASSERT_NE(vnni.attend, plain.attend);
+  KernelTable vnni = plain;
+  FillAvx512VnniAttend(vnni);
+  std::vector<const KernelTable*> units{&vnni};
+  KernelTable bf16 = plain;
+  if (DetectCpu().avx512bf16) {
+    FillAvx512Bf16Attend(bf16);
+    units.push_back(&bf16);
+  }
   for (int threads : {1, 2}) {
     ThreadPool pool(threads);
     for (Prepared& pc : PreparedCases()) {
       std::fill(pc.p.out.begin(), pc.p.out.end(), kInf);
       test::RunSdpa(pc.p.params, plain, pool);
       const std::vector<float> expected = pc.p.out;
-      std::fill(pc.p.out.begin(), pc.p.out.end(), kInf);
-      test::RunSdpa(pc.p.params, vnni, pool);
-      EXPECT_EQ(std::memcmp(pc.p.out.data(), expected.data(), expected.size() * sizeof(float)), 0)
-          << pc.c.name << " threads " << threads;
+      for (const KernelTable* unit : units) {
+        std::fill(pc.p.out.begin(), pc.p.out.end(), kInf);
+        test::RunSdpa(pc.p.params, *unit, pool);
+        EXPECT_EQ(std::memcmp(pc.p.out.data(), expected.data(), expected.size() * sizeof(float)), 0)
+            << pc.c.name << " threads " << threads
+            << (unit->attend_rounds_bf16_queries ? " (vnni + bf16)" : " (vnni)");
+      }
     }
   }
 }

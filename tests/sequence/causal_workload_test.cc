@@ -25,6 +25,7 @@
 #include "ringkv/error.h"
 #include "ringkv/kernels/sdpa.h"
 #include "ringkv/tensor_ops.h"
+#include "support/sdpa_reference.h"
 
 namespace ringkv {
 namespace {
@@ -394,7 +395,8 @@ class Workload {
       for (float& x : q) x = Normal();
       const Tensor out =
           Attention(Tensor::FromVector(q, {1, kQHeads, n, dim_}), history, kScale, ctx_);
-      CheckRows(layer, tokens, non_causal, q, out.ToVector());
+      CheckRows(layer, tokens, non_causal, test::QueriesAsAttended(q, config_.dtype, ctx_.Tier()),
+                out.ToVector());
     }
   }
 

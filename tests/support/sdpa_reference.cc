@@ -128,9 +128,28 @@ class DecodedRows {
   std::vector<bool> decoded_;
 };
 
-}  // namespace
+// x rounded to bf16 by its definition, kept as f32: subnormals become a zero
+// of their sign, NaN keeps its top bits and is made quiet, Inf stays, every other
+// value goes to the nearest multiple of its 2^-7 ulp, ties to even.
+float RoundedToBf16(float x) {
+  std::uint32_t bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  const std::uint32_t exponent = bits & 0x7F800000u;
+  if (exponent == 0) {
+    bits &= 0x80000000u;
+  } else if (exponent == 0x7F800000u) {
+    if ((bits & 0x007FFFFFu) != 0) bits = (bits & 0xFFFF0000u) | 0x00400000u;
+  } else {
+    const std::uint32_t lsb = (bits >> 16) & 1u;
+    bits = (bits + 0x7FFFu + lsb) & 0xFFFF0000u;
+  }
+  std::memcpy(&x, &bits, sizeof x);
+  return x;
+}
 
-std::vector<double> ReferenceSdpa(const SdpaParams& params) {
+enum class Queries { kAsGiven, kBf16 };
+
+std::vector<double> Reference(const SdpaParams& params, Queries queries) {
   const ArrayRef& q = params.q;
   const std::int64_t batch = q.shape[0];
   const std::int64_t hq = q.shape[1];
@@ -155,7 +174,9 @@ std::vector<double> ReferenceSdpa(const SdpaParams& params) {
       for (std::int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
         for (std::int64_t i = 0; i < seq_l; ++i) {
           for (std::int64_t c = 0; c < d; ++c) {
-            q_row[static_cast<std::size_t>(c)] = Element(q, b, h, i, c);
+            double& qc = q_row[static_cast<std::size_t>(c)];
+            qc = Element(q, b, h, i, c);
+            if (queries == Queries::kBf16) qc = RoundedToBf16(static_cast<float>(qc));
           }
           // The max over the keys the row sees; NaN as soon as one logit is NaN
           // (a plain `>` would skip it).
@@ -196,6 +217,29 @@ std::vector<double> ReferenceSdpa(const SdpaParams& params) {
     }
   }
   return out;
+}
+
+}  // namespace
+
+std::vector<double> ReferenceSdpa(const SdpaParams& params) {
+  return Reference(params, Queries::kAsGiven);
+}
+
+std::vector<double> ReferenceSdpaOverBf16Queries(const SdpaParams& params) {
+  return Reference(params, Queries::kBf16);
+}
+
+std::vector<float> QueriesAsAttended(std::vector<float> q, DType k_dtype, kernels::Isa tier) {
+  if (k_dtype == DType::kBF16 && kernels::RoundsBf16Queries(tier)) {
+    for (float& x : q) x = RoundedToBf16(x);
+  }
+  return q;
+}
+
+std::vector<double> ReferenceSdpaFor(const SdpaParams& params, const kernels::KernelTable& table) {
+  const bool rounded =
+      params.kv.front().k.dtype == DType::kBF16 && table.attend_rounds_bf16_queries;
+  return Reference(params, rounded ? Queries::kBf16 : Queries::kAsGiven);
 }
 
 }  // namespace ringkv::test

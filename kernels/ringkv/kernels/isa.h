@@ -31,6 +31,9 @@ struct CpuFeatures {
   // int16 / int8 dot products (vpdpwssd, vpdpbusd). Not needed by the AVX-512
   // tier, whose int8 / int4 attention uses it where the CPU has it.
   bool avx512vnni = false;
+  // bf16 pair dot products (vdpbf16ps). Not needed by the AVX-512 tier either,
+  // whose decode over bf16 K uses it where the CPU has it together with VNNI.
+  bool avx512bf16 = false;
   // AArch64 (Linux hwcaps). Advanced SIMD is part of the base architecture, so
   // asimd is set on every AArch64 Linux system; the others are reported for
   // ringkv_cpuinfo and for kernels that would use them (none does yet).

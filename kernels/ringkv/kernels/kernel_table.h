@@ -41,6 +41,12 @@ struct KernelTable {
   // Online-softmax attention of one tile of query rows against one range of keys
   // of one kv head; produces an unnormalised partial state (see attend_tile.h).
   void (*attend)(const AttendTile& tile) noexcept = nullptr;
+  // Whether attend over bf16 K computes its scores from the queries rounded to
+  // bf16 (nearest even), as bf16 dot product instructions need; queries that
+  // are bf16 values already are used as they are. True for the AVX-512 tier on
+  // CPUs with AVX512-BF16 (docs/kernels.md, "bf16 decode scores"). Every other
+  // dtype, and every other table, uses the f32 queries.
+  bool attend_rounds_bf16_queries = false;
 };
 
 // The table for `isa`, or nullptr when the tier is not compiled in, cannot run

@@ -98,6 +98,13 @@ SdpaShape ShapeOf(const SdpaParams& params) noexcept;
 // error this adds.
 bool RoundsQuantizedToInt16(Isa isa) noexcept;
 
+// Whether tier `isa`, on this CPU, attends bf16 K with the queries rounded to
+// bf16 (KernelTable::attend_rounds_bf16_queries): the AVX-512 tier where the
+// CPU has AVX512-BF16, whose bf16 decode scores take bf16 dot products. Queries
+// that are bf16 values already lose nothing; docs/kernels.md has what the
+// rounding costs f32 ones.
+bool RoundsBf16Queries(Isa isa) noexcept;
+
 // Bytes of scratch one Sdpa call of `shape` needs on an executor whose
 // Concurrency() is `concurrency`; the caller provides them, aligned to
 // kSdpaWorkspaceAlignment, so Sdpa itself never allocates.
