@@ -45,28 +45,6 @@ struct QuantAttender {
 
   static float Scale(const std::uint8_t* p) { return LoadQuantScale(p); }
 
-  // Reduces R x K accumulators to sums[a] (the float kernel's transpose-add).
-  template <int RK>
-  __attribute__((always_inline)) static void ReduceTile(const B* acc, float* sums) {
-    constexpr int kG = static_cast<int>(kN);
-    if constexpr (kN == 4 || kN == 8 || kN == 16) {
-#pragma GCC unroll 16
-      for (int g = 0; g < RK; g += kG) {
-        if (g + kG <= RK) {
-          TransposeAdd<Arch>(acc + g).store_aligned(sums + g);
-        } else {
-          B part[static_cast<std::size_t>(kG)];
-#pragma GCC unroll 16
-          for (int i = 0; i < kG; ++i) part[i] = acc[g + i % (RK - g)];
-          TransposeAdd<Arch>(part).store_aligned(sums + g);
-        }
-      }
-    } else {
-#pragma GCC unroll 32
-      for (int a = 0; a < RK; ++a) sums[a] = ReduceAdd<Arch>(acc[a]);
-    }
-  }
-
   // out[r * out_stride + j] = q_r . k_j for R rows and K keys (rows of k_stride bytes).
   template <int R, int K>
   __attribute__((always_inline)) static void Dots(const float* q, std::int64_t q_stride,
@@ -91,7 +69,7 @@ struct QuantAttender {
           for (int j = 0; j < K; ++j) acc[r * K + j] = xsimd::fma(qv, kv[j], acc[r * K + j]);
         }
       }
-      ReduceTile<kRK>(acc, sums);
+      Float::template SumLanes<kRK>(acc, sums);
       for (std::int64_t c = d_vec; c < d; ++c) {
         for (int j = 0; j < K; ++j) {
           const auto kc = static_cast<float>(static_cast<std::int8_t>(k[j * k_stride + c]));
@@ -124,7 +102,7 @@ struct QuantAttender {
           }
         }
       }
-      ReduceTile<kRK>(acc, sums);
+      Float::template SumLanes<kRK>(acc, sums);
       for (int r = 0; r < R; ++r) {
         for (int j = 0; j < K; ++j) out[r * out_stride + j] = sums[r * K + j];
       }
@@ -370,7 +348,7 @@ struct QuantAttender {
 #pragma GCC unroll 32
     for (int a = 0; a < kRK; ++a) wide[a] = xsimd::batch_cast<float>(acc[a]);
     alignas(64) float sums[static_cast<std::size_t>((kRK + kN - 1) / kN * kN)];
-    ReduceTile<kRK>(wide, sums);
+    Float::template SumLanes<kRK>(wide, sums);
     for (std::int64_t c = d_vec; c < d; ++c) {
       for (int j = 0; j < K; ++j) {
         const auto kc = static_cast<float>(static_cast<std::int8_t>(k[j * k_stride + c]));
@@ -426,7 +404,7 @@ struct QuantAttender {
       }
     }
     alignas(64) float sums[static_cast<std::size_t>((kRK + kN - 1) / kN * kN)];
-    ReduceTile<kRK>(acc, sums);
+    Float::template SumLanes<kRK>(acc, sums);
     for (int r = 0; r < R; ++r) {
       for (int j = 0; j < K; ++j) out[r * out_stride + j] = sums[r * K + j] * qscale[r];
     }
