@@ -51,14 +51,14 @@ for obj in "$@"; do
       own_arch='xsimd::avx512bw'
       ;;
     isa_avx512_vnni.cc.o)
-      # Its arch has internal linkage (isa_avx512_vnni.cc), so no weak instance
-      # of it is allowed: one on xsimd::avx512bw would collide with the AVX-512
-      # unit's.
+      # Its arch has internal linkage (avx512_extension_arch.h), so no weak
+      # instance of it is allowed: one on xsimd::avx512bw would collide with the
+      # AVX-512 unit's.
       want='ringkv::kernels::FillAvx512VnniAttend(ringkv::kernels::KernelTable&)'
       own_arch=''
       ;;
     isa_avx512_bf16.cc.o)
-      # Internal linkage too (isa_avx512_bf16.cc), for the same reason.
+      # Internal linkage too, for the same reason.
       want='ringkv::kernels::FillAvx512Bf16Attend(ringkv::kernels::KernelTable&)'
       own_arch=''
       ;;
