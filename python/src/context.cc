@@ -63,6 +63,11 @@ void RegisterContext(py::module_& m) {
           [](const PyContext& c) { return kernels::RoundsQuantizedToInt16(c.context->Tier()); },
           "Whether this tier attends quantized K/V in decode-sized tiles with int16 "
           "multiply-adds, rounding queries and softmax weights to int16 (docs/quantized_kv.md).")
+      .def_property_readonly(
+          "rounds_bf16_queries",
+          [](const PyContext& c) { return kernels::RoundsBf16Queries(c.context->Tier()); },
+          "Whether this tier attends bf16 K with the queries rounded to bf16, for bf16 dot "
+          "products (AVX-512 on CPUs with AVX512-BF16; docs/kernels.md, bf16 decode scores).")
       .def("__repr__", [](const PyContext& c) {
         return fmt::format("ringkv.Context(threads={}, isa='{}')", c.context->Threads(),
                            kernels::IsaKey(c.context->Tier()));

@@ -88,6 +88,22 @@ def test_f16_and_bf16_inputs(rng):
                                atol=ATOL)
 
 
+@pytest.mark.parametrize("tier", TIERS)
+def test_bf16_keys_with_f32_queries(rng, tier):
+    # A tier with Context.rounds_bf16_queries attends with bf16(q); the others with q.
+    q, k, v = random_qkv(rng, length=1, keys=64, dim=32, dv=32)
+    kb, vb = bf16_bits(k), bf16_bits(v)
+    ctx = ringkv.Context(isa=tier)
+    got = ringkv.scaled_dot_product_attention(q, kb, vb, ctx=ctx)
+    kf, vf = bf16_to_f32(kb), bf16_to_f32(vb)
+    as_given = reference_attention(q, kf, vf)
+    rounded = reference_attention(bf16_to_f32(bf16_bits(q)), kf, vf)
+    want = rounded if ctx.rounds_bf16_queries else as_given
+    np.testing.assert_allclose(got, want, atol=ATOL)
+    # The two references differ by more than the kernel's error, so the test tells them apart.
+    assert np.abs(as_given - rounded).max() > 10 * ATOL
+
+
 def test_bad_inputs_raise(rng):
     q, k, v = random_qkv(rng)
     with pytest.raises(ringkv.Error, match="dtype float64"):
