@@ -564,7 +564,7 @@ struct Attender {
   struct Scratch {
     std::int64_t rows_total = 0;
     std::int64_t qd = 0;     // row stride of qs: D rounded up to 16
-    float* qs = nullptr;     // [rows_total, qd] scaled queries
+    float* qs = nullptr;     // [rows_total, qd] scaled queries (or bf16 ones, RoundQuery)
     float* s = nullptr;      // [rows_total, block] scores, then p
     float* alpha = nullptr;  // [rows_total]
   };
@@ -583,9 +583,7 @@ struct Attender {
       }
       return;
     }
-    for (std::int64_t c = 0; c < t.d; ++c) dst[c] = q[c];
-    Dot::RoundAsF32(dst, t.d);
-    for (std::int64_t c = 0; c < t.d; ++c) dst[c] *= t.scale;
+    Dot::RoundAndScale(q, t.scale, dst, t.d);
   }
 
   // Lays out the scratch, writes each query row through scale(q, dst) and

@@ -328,14 +328,15 @@ struct Bf16Dot {
     _mm512_storeu_si512(dst, reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo)));
   }
 
-  // row[0, n) rounded to bf16 as Round rounds them, kept as f32.
-  static void RoundAsF32(float* row, std::int64_t n) {
+  // dst[i] = (src[i] rounded to bf16 as Round rounds it) * scale in f32, i < n.
+  static void RoundAndScale(const float* src, float scale, float* dst, std::int64_t n) {
+    const __m512 s = _mm512_set1_ps(scale);
     for (std::int64_t c = 0; c < n; c += 16) {
       const auto m = static_cast<__mmask16>(n - c >= 16 ? 0xFFFFu : (1u << (n - c)) - 1u);
       const __m256i b =
-          reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, row + c)));
-      _mm512_mask_storeu_ps(row + c, m,
-                            _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(b), 16)));
+          reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, src + c)));
+      const __m512 rounded = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(b), 16));
+      _mm512_mask_storeu_ps(dst + c, m, _mm512_mul_ps(rounded, s));
     }
   }
 

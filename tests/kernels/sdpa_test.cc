@@ -565,7 +565,7 @@ INSTANTIATE_TEST_SUITE_P(AllIsas, SdpaTest, ::testing::ValuesIn(AvailableIsas())
 
 #ifdef RINGKV_HAVE_AVX512
 // The AVX-512 tier on a CPU with AVX512-BF16 (and VNNI) runs the attend of
-// isa_avx512_bf16.cc, which rounds the scaled queries of bf16 attention to bf16
+// isa_avx512_bf16.cc, which rounds the queries of bf16 attention to bf16
 // so that decode scores can take vdpbf16ps (kernel_table.h). MatchesReference
 // holds it to the reference over those queries; this says what the rounding
 // costs against the reference over the f32 queries, and that f32 and f16
