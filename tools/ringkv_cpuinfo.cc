@@ -43,11 +43,11 @@ int main() {
   }
   const Isa chosen = BestKernels().isa;
   // The AVX-512 tier runs int8 / int4 attention with VNNI where the CPU has it,
-  // and bf16 decode scores with bf16 dot products where it has both.
+  // and bf16 decode (scores and V sums) with bf16 dot products where it has both.
   const bool vnni = chosen == Isa::kAvx512 && f.avx512vnni;
   const bool bf16 = vnni && f.avx512bf16;
   std::printf("\nchosen: %s%s\n", std::string(IsaName(chosen)).c_str(),
-              bf16   ? " (int8 / int4 attention with VNNI, bf16 decode scores with AVX512-BF16)"
+              bf16   ? " (int8 / int4 attention with VNNI, bf16 decode with AVX512-BF16)"
               : vnni ? " (int8 / int4 attention with VNNI)"
                      : "");
   return 0;

@@ -201,12 +201,16 @@ struct Attender {
     }
   }
 
+  // Whether this unit computes attention over Tag with bf16 products: queries
+  // and softmax weights rounded to bf16 (RoundQuery, WeighInBf16).
+  static constexpr bool kBf16Products = kBf16Dot<Arch> && std::is_same_v<Tag, BF16Tag>;
+
   // Whether a tile's scores go through DotsBf16: a decode-sized tile (prefill
   // ones convert K to f32 once per block and use every FMA of a wide tile) over
   // bf16 K on a unit with bf16 dot products. Its queries are then held as bf16
   // (Attend), which is what this costs in accuracy: docs/kernels.md.
   static bool Bf16Scores(const AttendTile& t, std::int64_t rows_total) {
-    if constexpr (kBf16Dot<Arch> && std::is_same_v<Tag, BF16Tag>) {
+    if constexpr (kBf16Products) {
       return rows_total < kDequantTileRows && t.d % Bf16Dot<Arch>::kLanes == 0;
     } else {
       return false;
@@ -218,7 +222,8 @@ struct Attender {
   // computed, and a K row's lines are all in flight at once. Prefill-sized
   // tiles need this most: their step (3) walks V chunk by chunk across rows,
   // which the hardware prefetchers do not run ahead of. Decode tiles also
-  // request the next block's K during step (3) (AccumulateInOrder). What else
+  // request the next block's K, and their own V rows a few keys ahead, during
+  // step (3) (AccumulateInOrder, PrefetchVAhead). What else
   // was tried, and what each choice measured: docs/attention_tuning.md.
   struct Prefetch {
     const Stored* k = nullptr;  // nullptr: nothing to fetch
@@ -243,6 +248,20 @@ struct Attender {
       for (std::int64_t c = 0; c < pf.dv; c += kPerLine) {
         __builtin_prefetch(pf.v + j * pf.v_stride + c);
       }
+    }
+  }
+
+  // Decode's V step (AccumulateInOrder, AccumulatePairs) requests the V rows
+  // kVAhead keys ahead of those it adds: from DRAM, the rows requested with the
+  // block's K (Prefetch) had often not reached L1 by then (docs/attention_tuning.md,
+  // "bf16 V in pair dot products"). Rows [j + kVAhead, + count) of the block's kb.
+  static constexpr std::int64_t kVAhead = 16;
+  __attribute__((always_inline)) static void PrefetchVAhead(const Stored* v, std::int64_t v_stride,
+                                                            std::int64_t j, std::int64_t count,
+                                                            std::int64_t kb, std::int64_t dv) {
+    constexpr std::int64_t kPerLine = 64 / static_cast<std::int64_t>(sizeof(Stored));
+    for (std::int64_t q = j + kVAhead; q < j + kVAhead + count && q < kb; ++q) {
+      for (std::int64_t c = 0; c < dv; c += kPerLine) __builtin_prefetch(v + q * v_stride + c);
     }
   }
 
@@ -339,6 +358,7 @@ struct Attender {
     std::int64_t j = 0;
     for (; j + 2 <= kb; j += 2) {
       PrefetchRows(next, j, 2);
+      PrefetchVAhead(v, v_stride, j, 2, kb, dv);
       B p0[static_cast<std::size_t>(R)];
       B p1[static_cast<std::size_t>(R)];
 #pragma GCC unroll 16
@@ -377,6 +397,98 @@ struct Attender {
         for (std::int64_t c = dv_vec; c < dv; ++c) {
           a[c] += p[r * p_stride + j] * LoadScalarAsFloat<Tag>(v0 + c);
         }
+      }
+    }
+  }
+
+  // AccumulateInOrder over bf16 V on a unit with bf16 dot products: four keys
+  // at a time, their V rows interleaved in pairs (Bf16Dot::Interleave) and
+  // added with one vdpbf16ps per pair and 16 values, the weights of a pair
+  // rounded to bf16 and broadcast as one word, instead of a widening and an FMA
+  // per key and 16 values. The row accumulators take the pairs' value order for
+  // the block and are put back after it. p: the rows' weights, packed in place
+  // (Bf16Dot::PackPairs); no key of the block is hidden; dv a multiple of 32.
+  template <int R>
+  static void AccumulatePairs(float* p, std::int64_t p_stride, const float* alpha, const Stored* v,
+                              std::int64_t v_stride, std::int64_t kb, std::int64_t dv, float* acc,
+                              std::int64_t acc_stride, const Prefetch& next) {
+    using Dot = Bf16Dot<Arch>;
+    using Bits = typename Dot::Bits;
+    constexpr std::int64_t kChunk = Dot::kLanes;
+    for (int r = 0; r < R; ++r) {
+      Dot::PackPairs(p + r * p_stride, kb);
+      float* a = acc + r * acc_stride;
+      const B scale(alpha[r]);
+      for (std::int64_t c = 0; c < dv; c += kChunk) {
+        B lo;
+        B hi;
+        Dot::ToPairOrder(B::load_unaligned(a + c) * scale, B::load_unaligned(a + c + kN) * scale,
+                         lo, hi);
+        lo.store_unaligned(a + c);
+        hi.store_unaligned(a + c + kN);
+      }
+    }
+    const auto* w = reinterpret_cast<const std::uint32_t*>(p);  // word j / 2: keys j, j + 1
+    std::int64_t j = 0;
+    for (; j + 4 <= kb; j += 4) {
+      PrefetchRows(next, j, 4);
+      PrefetchVAhead(v, v_stride, j, 4, kb, dv);
+      Bits w01[static_cast<std::size_t>(R)];
+      Bits w23[static_cast<std::size_t>(R)];
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) {
+        w01[r] = Dot::BroadcastPair(w[r * p_stride + j / 2]);
+        w23[r] = Dot::BroadcastPair(w[r * p_stride + j / 2 + 1]);
+      }
+      const Stored* v0 = v + j * v_stride;
+      for (std::int64_t c = 0; c < dv; c += kChunk) {
+        Bits lo01;
+        Bits hi01;
+        Bits lo23;
+        Bits hi23;
+        Dot::Interleave(Dot::Load(v0 + c), Dot::Load(v0 + v_stride + c), lo01, hi01);
+        Dot::Interleave(Dot::Load(v0 + 2 * v_stride + c), Dot::Load(v0 + 3 * v_stride + c), lo23,
+                        hi23);
+#pragma GCC unroll 16
+        for (int r = 0; r < R; ++r) {
+          float* a = acc + r * acc_stride + c;
+          Dot::DotAdd(Dot::DotAdd(B::load_unaligned(a), lo01, w01[r]), lo23, w23[r])
+              .store_unaligned(a);
+          Dot::DotAdd(Dot::DotAdd(B::load_unaligned(a + kN), hi01, w01[r]), hi23, w23[r])
+              .store_unaligned(a + kN);
+        }
+      }
+    }
+    // One or two pairs left; a last odd key pairs with zeros (its partner's
+    // weight is 0 too, PackPairs).
+    for (; j < kb; j += 2) {
+      PrefetchRows(next, j, 2);
+      Bits w01[static_cast<std::size_t>(R)];
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) w01[r] = Dot::BroadcastPair(w[r * p_stride + j / 2]);
+      const Stored* v0 = v + j * v_stride;
+      const bool odd = j + 1 == kb;
+      for (std::int64_t c = 0; c < dv; c += kChunk) {
+        Bits lo01;
+        Bits hi01;
+        Dot::Interleave(Dot::Load(v0 + c), odd ? Dot::Zero() : Dot::Load(v0 + v_stride + c), lo01,
+                        hi01);
+#pragma GCC unroll 16
+        for (int r = 0; r < R; ++r) {
+          float* a = acc + r * acc_stride + c;
+          Dot::DotAdd(B::load_unaligned(a), lo01, w01[r]).store_unaligned(a);
+          Dot::DotAdd(B::load_unaligned(a + kN), hi01, w01[r]).store_unaligned(a + kN);
+        }
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      float* a = acc + r * acc_stride;
+      for (std::int64_t c = 0; c < dv; c += kChunk) {
+        B n0;
+        B n1;
+        Dot::FromPairOrder(B::load_unaligned(a + c), B::load_unaligned(a + c + kN), n0, n1);
+        n0.store_unaligned(a + c);
+        n1.store_unaligned(a + c + kN);
       }
     }
   }
@@ -633,7 +745,7 @@ struct Attender {
     const B scale(t.scale);
     const bool packed = Bf16Scores(t, t.heads * t.rows);
     const Scratch w = Begin(t, [&](const float* q, float* dst) {
-      if constexpr (kBf16Dot<Arch> && std::is_same_v<Tag, BF16Tag>) {
+      if constexpr (kBf16Products) {
         RoundQuery(t, packed, q, dst);
         return;
       }
@@ -656,7 +768,7 @@ struct Attender {
                           .rows = next_kb,
                           .d = t.d};
       Block(t, w.rows_total, w.qd, w.qs, w.s, w.alpha, k, run.k_stride, v, run.v_stride, tb, kb, pf,
-            next);
+            next, kBf16Products);
     });
   }
 
@@ -691,7 +803,7 @@ struct Attender {
   static void Block(const AttendTile& t, std::int64_t rows_total, std::int64_t qd, const float* qs,
                     float* s, float* alpha, const Stored* k, std::int64_t k_stride, const Stored* v,
                     std::int64_t v_stride, std::int64_t tb, std::int64_t kb, const Prefetch& pf,
-                    const Prefetch& next) {
+                    const Prefetch& next, bool bf16_weights) {
     if (BlockHidden(t, tb, kb)) return;  // before spending any work
     if constexpr (!std::is_same_v<Tag, F32Tag>) {
       if (rows_total >= kDequantTileRows) {
@@ -704,8 +816,8 @@ struct Attender {
         ToF32Rows(k, k_stride, kb, t.d, to.k, qd);
         ToF32Rows(v, v_stride, kb, t.dv, to.v, to.v_stride);
         const typename F32::Prefetch none;
-        F32::Block(t, rows_total, qd, qs, s, alpha, to.k, qd, to.v, to.v_stride, tb, kb, none,
-                   none);
+        F32::Block(t, rows_total, qd, qs, s, alpha, to.k, qd, to.v, to.v_stride, tb, kb, none, none,
+                   bf16_weights);
         return;
       }
     }
@@ -714,7 +826,7 @@ struct Attender {
     const bool bf16_scores = Bf16Scores(t, rows_total);
     ForEachRowTile<kWideRows, 2, kScoreKeys, 2>(
         rows_total, kWideTileRows, [&]<int R, int K>(std::int64_t r) {
-          if constexpr (kBf16Dot<Arch> && std::is_same_v<Tag, BF16Tag>) {
+          if constexpr (kBf16Products) {
             if (bf16_scores) {
               ScoreRows<R, K, true>(qs + r * qd, qd, k, k_stride, kb, t.d, s + r * t.block, t.block,
                                     r == 0 ? pf : none, t.scale);
@@ -725,11 +837,42 @@ struct Attender {
                           r == 0 ? pf : none);
         });
     if (!MaskBlock(t, tb, kb, s)) return;
-    if (Softmax(t, rows_total, kb, s, alpha)) {
+    const bool any_hidden = Softmax(t, rows_total, kb, s, alpha);
+    if (bf16_weights && WeighInBf16(t, rows_total, any_hidden, s, alpha, v, v_stride, kb, next)) {
+      return;
+    }
+    if (any_hidden) {
       Accumulate<true>(t, rows_total, s, alpha, v, v_stride, kb);
     } else {
       Accumulate<false>(t, rows_total, s, alpha, v, v_stride, kb, next);
     }
+  }
+
+  // The bf16 V rule of a unit with bf16 dot products (docs/kernels.md, "bf16 V
+  // sums"): every tile over bf16 V weighs it with the softmax weights rounded
+  // to bf16, whichever path a block takes; l keeps the unrounded sum.
+  // Adds the block's V itself where the pair dot products apply (decode tiles,
+  // no hidden key, Dv a multiple of 32) and returns true; otherwise rounds s in
+  // place for Accumulate and returns false.
+  static bool WeighInBf16(const AttendTile& t, std::int64_t rows_total, bool any_hidden, float* s,
+                          const float* alpha, const Stored* v, std::int64_t v_stride,
+                          std::int64_t kb, const Prefetch& next) {
+    if constexpr (kBf16Dot<Arch>) {
+      if constexpr (std::is_same_v<Tag, BF16Tag>) {
+        if (!any_hidden && rows_total < kWideTileRows && t.dv % Bf16Dot<Arch>::kLanes == 0) {
+          const Prefetch none;
+          ForEachRowTile<0, 1, 1, 1>(rows_total, 0, [&]<int R, int>(std::int64_t r) {
+            AccumulatePairs<R>(s + r * t.block, t.block, alpha + r, v, v_stride, kb, t.dv,
+                               t.acc + r * t.acc_stride, t.acc_stride, r == 0 ? next : none);
+          });
+          return true;
+        }
+      }
+      for (std::int64_t r = 0; r < rows_total; ++r) {
+        Bf16Dot<Arch>::RoundAndScale(s + r * t.block, 1.0f, s + r * t.block, kb);
+      }
+    }
+    return false;
   }
 
   template <bool kSkipHidden>

@@ -914,7 +914,8 @@ struct QuantAttender {
     DequantRows<kK>(k, k_stride, kb, t.d, to.k, qd);
     DequantRows<kV>(v, v_stride, kb, t.dv, to.v, to.v_stride);
     const typename Float::Prefetch none;
-    Float::Block(t, rows_total, qd, qs, s, alpha, to.k, qd, to.v, to.v_stride, tb, kb, none, none);
+    Float::Block(t, rows_total, qd, qs, s, alpha, to.k, qd, to.v, to.v_stride, tb, kb, none, none,
+                 /*bf16_weights=*/false);
   }
 
   static void Block(const AttendTile& t, std::int64_t rows_total, std::int64_t qd, const float* qs,

@@ -43,7 +43,7 @@ const KernelTable* Compiled(Isa isa) noexcept {
       static const KernelTable avx512 = [] {
         KernelTable table = Make(Isa::kAvx512, FillAvx512Kernels);
         // The same integer sums in fewer instructions where the CPU can
-        // (isa_avx512_vnni.cc), and bf16 decode scores in bf16 dot products
+        // (isa_avx512_vnni.cc), and bf16 decode in bf16 dot products
         // (isa_avx512_bf16.cc); the rest of the tier uses neither.
         const CpuFeatures cpu = DetectCpu();
         if (cpu.avx512vnni && cpu.avx512bf16) {

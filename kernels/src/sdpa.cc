@@ -193,6 +193,11 @@ bool RoundsBf16Queries(Isa isa) noexcept {
   return table != nullptr && table->attend_rounds_bf16_queries;
 }
 
+bool RoundsBf16Weights(Isa isa) noexcept {
+  const KernelTable* table = KernelsFor(isa);
+  return table != nullptr && table->attend_rounds_bf16_weights;
+}
+
 SdpaShape ShapeOf(const SdpaParams& params) noexcept {
   SdpaShape shape;
   shape.batch = params.q.shape[0];

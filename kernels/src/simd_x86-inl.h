@@ -318,6 +318,7 @@ constexpr bool kBf16Dot = std::is_base_of_v<xsimd::avx512f, Arch>;
 template <class Arch>
 struct Bf16Dot {
   using B = xsimd::batch<float, Arch>;
+  using Bits = __m512i;                       // 32 bf16 values, or 16 pairs
   static constexpr std::int64_t kLanes = 32;  // bf16 values per register
 
   // src[0, 32) rounded to bf16 into dst[0, 32): nearest even, subnormals to
@@ -328,11 +329,12 @@ struct Bf16Dot {
     _mm512_storeu_si512(dst, reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo)));
   }
 
-  // dst[i] = (src[i] rounded to bf16 as Round rounds it) * scale in f32, i < n.
+  // dst[i] = (src[i] rounded to bf16 as Round rounds it) * scale in f32, i < n;
+  // dst may be src.
   static void RoundAndScale(const float* src, float scale, float* dst, std::int64_t n) {
     const __m512 s = _mm512_set1_ps(scale);
     for (std::int64_t c = 0; c < n; c += 16) {
-      const auto m = static_cast<__mmask16>(n - c >= 16 ? 0xFFFFu : (1u << (n - c)) - 1u);
+      const __mmask16 m = LaneMask(n - c);
       const __m256i b =
           reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, src + c)));
       const __m512 rounded = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(b), 16));
@@ -348,6 +350,61 @@ struct Bf16Dot {
   // summed in f32; bf16 subnormals count as zero.
   __attribute__((always_inline)) static B DotAdd(const B& acc, const __m512i& a, const __m512i& b) {
     return _mm512_dpbf16_ps(acc, reinterpret_cast<__m512bh>(a), reinterpret_cast<__m512bh>(b));
+  }
+
+  // The V step pairs keys, not dimensions: a 32-bit lane holds one value of
+  // V[j] and the same value of V[j + 1], and the weights (p[j], p[j + 1]) are
+  // one 32-bit word broadcast. p[0, n) rounded as Round rounds, packed in
+  // place: word k of p becomes bf16(p[2k]) | bf16(p[2k + 1]) << 16, 0 for a
+  // p[n] past an odd n. Each 32-value chunk is read before its 16 words are
+  // written, which only overwrite floats read already; p holds >= 16 floats.
+  static void PackPairs(float* p, std::int64_t n) {
+    for (std::int64_t c = 0; c < n; c += 32) {
+      const __m512 lo = _mm512_maskz_loadu_ps(LaneMask(n - c), p + c);
+      const __m512 hi = _mm512_maskz_loadu_ps(LaneMask(n - c - 16), p + c + 16);
+      _mm512_storeu_si512(p + c / 2, reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo)));
+    }
+  }
+
+  __attribute__((always_inline)) static __m512i Zero() { return _mm512_setzero_si512(); }
+
+  __attribute__((always_inline)) static __m512i BroadcastPair(std::uint32_t pair) {
+    return _mm512_set1_epi32(static_cast<int>(pair));
+  }
+
+  // Keys a and b's 32 values of one V chunk as pairs, interleaved within each
+  // 128-bit lane: lane 4q + i of lo holds value 8q + i of both, lane 4q + i of
+  // hi value 8q + 4 + i (q, i < 4). The f32 accumulators of the chunk are kept
+  // in that order while the pairs are added (ToPairOrder).
+  __attribute__((always_inline)) static void Interleave(const __m512i& a, const __m512i& b,
+                                                        __m512i& lo, __m512i& hi) {
+    lo = _mm512_unpacklo_epi16(a, b);
+    hi = _mm512_unpackhi_epi16(a, b);
+  }
+
+  // 32 f32 accumulators of a chunk, in value order as n0, n1, to the order of
+  // Interleave's lanes, and back.
+  __attribute__((always_inline)) static void ToPairOrder(const B& n0, const B& n1, B& lo, B& hi) {
+    const __m512i to_lo =
+        _mm512_setr_epi32(0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27);
+    const __m512i to_hi =
+        _mm512_setr_epi32(4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31);
+    lo = _mm512_permutex2var_ps(n0, to_lo, n1);
+    hi = _mm512_permutex2var_ps(n0, to_hi, n1);
+  }
+  __attribute__((always_inline)) static void FromPairOrder(const B& lo, const B& hi, B& n0, B& n1) {
+    const __m512i to_n0 = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
+    const __m512i to_n1 =
+        _mm512_setr_epi32(8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
+    n0 = _mm512_permutex2var_ps(lo, to_n0, hi);
+    n1 = _mm512_permutex2var_ps(lo, to_n1, hi);
+  }
+
+ private:
+  // The first count (clamped to [0, 16]) lanes.
+  __attribute__((always_inline)) static __mmask16 LaneMask(std::int64_t count) {
+    if (count >= 16) return 0xFFFFu;
+    return count <= 0 ? __mmask16{0} : static_cast<__mmask16>((1u << count) - 1u);
   }
 };
 #else

@@ -68,6 +68,11 @@ void RegisterContext(py::module_& m) {
           [](const PyContext& c) { return kernels::RoundsBf16Queries(c.context->Tier()); },
           "Whether this tier attends bf16 K with the queries rounded to bf16, for bf16 dot "
           "products (AVX-512 on CPUs with AVX512-BF16; docs/kernels.md, bf16 decode scores).")
+      .def_property_readonly(
+          "rounds_bf16_weights",
+          [](const PyContext& c) { return kernels::RoundsBf16Weights(c.context->Tier()); },
+          "Whether this tier weighs bf16 V with the softmax weights rounded to bf16, for bf16 "
+          "dot products (where rounds_bf16_queries is; docs/kernels.md, bf16 V sums).")
       .def("__repr__", [](const PyContext& c) {
         return fmt::format("ringkv.Context(threads={}, isa='{}')", c.context->Threads(),
                            kernels::IsaKey(c.context->Tier()));

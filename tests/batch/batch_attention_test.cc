@@ -29,14 +29,21 @@ using test::RandomTensor;
 constexpr std::int64_t kHq = 4;
 constexpr float kScale = 0.25f;
 
-// Measured max abs error against the float64 oracle: 4.0e-7 over every tier (f32 accumulation).
+// Measured max abs error against the float64 oracle: 4.0e-7 over every tier (f32 accumulation);
+// for bf16 K/V on a tier that rounds the softmax weights to bf16 (kernels::RoundsBf16Weights),
+// which the oracle does not, 1.9e-3 (AVX-512 with AVX512-BF16).
 constexpr double kTol = 1e-6;
+constexpr double kBf16WeightsTol = 5e-3;
 
 // out [1, Hq, N, Dv] against the oracle, row by row.
 double CheckAgainstOracle(const HandPlan& plan, const Tensor& q, const Tensor& out, int layer) {
   const std::vector<float> q_values = test::QueriesAsAttended(
       q.AsType(DType::kF32).ToVector(), plan.KeyDtype(), kernels::BestKernels().isa);
   const std::vector<float> got = out.ToVector();
+  const double tol =
+      plan.KeyDtype() == DType::kBF16 && kernels::RoundsBf16Weights(kernels::BestKernels().isa)
+          ? kBf16WeightsTol
+          : kTol;
   double max_err = 0.0;
   for (std::int64_t r = 0; r < HandPlan::kRows; ++r) {
     const std::vector<double> want = plan.Expected(q_values, kHq, r, layer, kScale);
@@ -45,7 +52,7 @@ double CheckAgainstOracle(const HandPlan& plan, const Tensor& q, const Tensor& o
         const double g =
             got[static_cast<std::size_t>((h * HandPlan::kRows + r) * HandPlan::kDv + d)];
         const double w = want[static_cast<std::size_t>(h * HandPlan::kDv + d)];
-        EXPECT_NEAR(g, w, kTol) << "row " << r << " head " << h << " dim " << d;
+        EXPECT_NEAR(g, w, tol) << "row " << r << " head " << h << " dim " << d;
         max_err = std::max(max_err, std::abs(g - w));
         if (HandPlan::Visible(r).empty()) {
           EXPECT_EQ(g, 0.0) << "row " << r << " sees nothing";

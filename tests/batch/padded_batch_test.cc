@@ -28,8 +28,12 @@ using test::RandomTensor;
 
 constexpr std::int64_t kB = 3, kHq = 4, kHkv = 2, kL = 5, kT = 9, kD = 16, kDv = 8;
 constexpr float kScale = 0.3f;
-// Measured max abs error against the float64 oracle: 4.0e-7 over every tier.
+// Measured max abs error against the float64 oracle: 4.0e-7 over every tier;
+// for bf16 K/V on a tier that rounds the softmax weights to bf16
+// (kernels::RoundsBf16Weights), which the oracle does not, 3.3e-3 (AVX-512
+// with AVX512-BF16; T <= 9 keys average little of the rounding away).
 constexpr double kTol = 1e-6;
+constexpr double kBf16WeightsTol = 8e-3;
 
 struct Entries {
   std::array<std::int64_t, kB> q_len, k_len;
@@ -80,14 +84,15 @@ std::vector<double> Expected(const Entries& e, const Tensor& q, const Tensor& k,
   return out;
 }
 
-double ExpectMatches(const Entries& e, const Tensor& out, const std::vector<double>& want) {
+double ExpectMatches(const Entries& e, const Tensor& out, const std::vector<double>& want,
+                     double tol) {
   const std::vector<float> got = out.ToVector();
   EXPECT_EQ(got.size(), want.size());
   double max_err = 0.0;
   for (std::size_t x = 0; x < got.size() && x < want.size(); ++x) {
     const auto b = static_cast<std::int64_t>(x) / (kHq * kL * kDv);
     const auto i = static_cast<std::int64_t>(x) / kDv % kL;
-    EXPECT_NEAR(got[x], want[x], kTol) << e.name << ": entry " << b << " query " << i;
+    EXPECT_NEAR(got[x], want[x], tol) << e.name << ": entry " << b << " query " << i;
     if (i >= e.q_len[static_cast<std::size_t>(b)]) {
       EXPECT_EQ(got[x], 0.0f) << "padding row";
     }
@@ -118,12 +123,16 @@ TEST_P(PaddedBatchTest, EachEntryMatchesTheOracleWithItsDenseMask) {
   const Tensor q = RandomTensor(rng, {kB, kHq, kL, kD});
   const Tensor k = RandomTensor(rng, {kB, kHkv, kT, kD}, GetParam());
   const Tensor v = RandomTensor(rng, {kB, kHkv, kT, kDv}, GetParam());
+  const double tol =
+      GetParam() == DType::kBF16 && kernels::RoundsBf16Weights(kernels::BestKernels().isa)
+          ? kBf16WeightsTol
+          : kTol;
   double max_err = 0.0;
   for (const Entries& e : Cases()) {
     const PaddedBatch batch{e.q_len, e.k_len, e.offsets, e.causal, e.window};
     const Tensor out = ScaledDotProductAttention(q, k, v, batch, kScale, ctx);
     ASSERT_EQ(out.GetShape(), Shape({kB, kHq, kL, kDv}));
-    max_err = std::max(max_err, ExpectMatches(e, out, Expected(e, q, k, v)));
+    max_err = std::max(max_err, ExpectMatches(e, out, Expected(e, q, k, v), tol));
   }
   RecordProperty("max_abs_error", fmt::format("{:.3g}", max_err));
 }
@@ -148,7 +157,7 @@ TEST(PaddedBatchLayoutTest, EveryLayoutOfQOutAndKvGivesTheSameBits) {
   const Tensor k = RandomTensor(rng, {kB, kHkv, kT, kD}, DType::kF16);
   const Tensor v = RandomTensor(rng, {kB, kHkv, kT, kDv}, DType::kF16);
   const Tensor expected = ScaledDotProductAttention(q, k, v, batch, kScale, ctx);
-  ExpectMatches(e, expected, Expected(e, q, k, v));
+  ExpectMatches(e, expected, Expected(e, q, k, v), kTol);
   EXPECT_EQ(Bits(ScaledDotProductAttention(q_view, k, v, batch, kScale, ctx)), Bits(expected));
 
   std::vector<float> engine_out(static_cast<std::size_t>(kB * kL * kHq * kDv), -3.0f);

@@ -143,6 +143,16 @@ std::vector<RaggedCase> Cases() {
 
 class RaggedSdpaTest : public ::testing::TestWithParam<Isa> {};
 
+// bf16 attention on a table that rounds the softmax weights to bf16
+// (kernel_table.h), which no float64 reference reproduces: about 2.5x the max
+// abs error measured on this file's bf16 cases (5.9e-4 in
+// NaNOnlyReachesRowsThatSeeIt, 2.0e-4 in gqa8_prefill_bf16).
+constexpr double kBf16WeightsTol = 1.5e-3;
+
+double ToleranceFor(const RaggedCase& c, const KernelTable& table, double tol) {
+  return c.dtype == DType::kBF16 && table.attend_rounds_bf16_weights ? kBf16WeightsTol : tol;
+}
+
 template <int kWorkers>
 void CheckCases(Isa isa) {
   const KernelTable& table = *KernelsFor(isa);
@@ -156,7 +166,7 @@ void CheckCases(Isa isa) {
     const double err = test::RaggedMaxError(p, test::RaggedExpected(p, table));
     std::printf("[ %s x%d ] %-32s max abs error %.3g\n", std::string(IsaName(isa)).c_str(),
                 kWorkers, c.name.c_str(), err);
-    EXPECT_LE(err, c.tol);
+    EXPECT_LE(err, ToleranceFor(c, table, c.tol));
   }
 }
 
@@ -231,7 +241,7 @@ TEST_P(RaggedSdpaTest, NaNOnlyReachesRowsThatSeeIt) {
   test::OwnThreadsExecutor<2> executor;
   RunRagged(p.params, table, executor);
   const std::vector<double> want = test::RaggedExpected(p, table);
-  EXPECT_LE(test::RaggedMaxError(p, want), 3e-7);
+  EXPECT_LE(test::RaggedMaxError(p, want), ToleranceFor(c, table, 3e-7));
   // The oracle agrees with the rule: row 1 finite, rows 0 and 3 NaN, row 2 NaN in column 5 only.
   ExpectNaNRows(p, c, [](I64 e) { return e == 5; });
 }

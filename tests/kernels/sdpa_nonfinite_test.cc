@@ -117,12 +117,15 @@ class SdpaNonfiniteTest : public ::testing::TestWithParam<Isa> {
  protected:
   // Runs the tier with 1 and 2 threads and checks every output against the
   // reference: NaN where it is NaN, the same infinity, else within 5e-7 (the
-  // finite rows measured <= 1.7e-7 on every tier).
+  // finite rows measured <= 1.7e-7 on every tier), or, for bf16 on a tier that
+  // rounds the softmax weights to bf16 (sdpa.h), 3.5e-3 (measured <= 1.34e-3
+  // at T 6, <= 7.5e-5 at T 1100).
   // Returns the reference.
   std::vector<double> Check(const Problem& p, const std::string& what) {
     Built b;
     Build(p, b);
     const std::vector<double> ref = test::ReferenceSdpaFor(b.params, *KernelsFor(GetParam()));
+    const double tol = p.dtype == DType::kBF16 && RoundsBf16Weights(GetParam()) ? 3.5e-3 : 5e-7;
     for (int threads : {1, 2}) {
       ThreadPool pool(threads);
       Build(p, b);
@@ -138,7 +141,7 @@ class SdpaNonfiniteTest : public ::testing::TestWithParam<Isa> {
         };
         const bool ok = std::isnan(want)   ? std::isnan(got)
                         : std::isinf(want) ? static_cast<double>(got) == want
-                                           : std::abs(static_cast<double>(got) - want) <= 5e-7;
+                                           : std::abs(static_cast<double>(got) - want) <= tol;
         if (!ok) {
           ADD_FAILURE() << where() << ": got " << got << ", want " << want;
           return ref;  // one report per case is enough

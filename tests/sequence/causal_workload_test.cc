@@ -54,6 +54,9 @@ struct Config {
   // On a tier that rounds quantized K/V attention to int16
   // (kernels::RoundsQuantizedToInt16): the error measured with that rounding.
   double int16_tolerance = 0.0;
+  // bf16 on a tier that rounds the softmax weights to bf16
+  // (kernels::RoundsBf16Weights): the error measured with that rounding.
+  double bf16_weights_tolerance = 0.0;
 };
 
 // The tokens a sequence holds: per position, each layer's key [Hkv * D] and value [Hkv * Dv].
@@ -463,6 +466,8 @@ class Workload {
   const double tolerance_ =
       IsQuantized(config_.dtype) && kernels::RoundsQuantizedToInt16(ctx_.Tier())
           ? config_.int16_tolerance
+      : config_.dtype == DType::kBF16 && kernels::RoundsBf16Weights(ctx_.Tier())
+          ? config_.bf16_weights_tolerance
           : config_.tolerance;
   std::int64_t rows_checked_ = 0;
   int refusals_ = 0;
@@ -498,7 +503,14 @@ INSTANTIATE_TEST_SUITE_P(
     Configs, CausalWorkloadTest,
     ::testing::Values(Config{"f32_full", DType::kF32, 4, 0, 0, 0},
                       Config{"f16_window", DType::kF16, 8, 6, 0, 0},
-                      Config{"bf16_window_memory", DType::kBF16, 4, 5, 12, 0},
+                      // Rounding the weights to bf16 measured 3.2e-3 (AVX-512 with AVX512-BF16).
+                      Config{.name = "bf16_window_memory",
+                             .dtype = DType::kBF16,
+                             .block_tokens = 4,
+                             .window = 5,
+                             .memory = 12,
+                             .chunk = 0,
+                             .bf16_weights_tolerance = 8e-3},
                       Config{"f32_chunk", DType::kF32, 16, 0, 0, 7},
                       Config{"f16_window_chunk", DType::kF16, 4, 9, 0, 4},
                       // int16 rounding measured 2.26e-4, 3.66e-4 and 1.38e-4 (SSE4.2 and AVX2).

@@ -58,6 +58,9 @@ double ServingReport::MaxDiff() const {
 }
 
 double LogitTolerance(DType kv_dtype, kernels::Isa tier) {
+  if (kv_dtype == DType::kBF16 && kernels::RoundsBf16Weights(tier)) {
+    return kLogitToleranceBf16Weights;
+  }
   if (!IsQuantized(kv_dtype) || !kernels::RoundsQuantizedToInt16(tier)) return kLogitTolerance;
   return IsInt4(kv_dtype) ? kLogitToleranceInt4Int16 : kLogitToleranceInt16;
 }

@@ -47,6 +47,11 @@ struct KernelTable {
   // CPUs with AVX512-BF16 (docs/kernels.md, "bf16 decode scores"). Every other
   // dtype, and every other table, uses the f32 queries.
   bool attend_rounds_bf16_queries = false;
+  // Whether attend over bf16 V weighs it with the softmax weights rounded to
+  // bf16 (nearest even; the normaliser sums the unrounded ones), as the bf16
+  // dot products of its V step need. Set where attend_rounds_bf16_queries is
+  // (docs/kernels.md, "bf16 V sums", which says what it costs).
+  bool attend_rounds_bf16_weights = false;
 };
 
 // The table for `isa`, or nullptr when the tier is not compiled in, cannot run

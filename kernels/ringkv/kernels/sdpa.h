@@ -105,6 +105,12 @@ bool RoundsQuantizedToInt16(Isa isa) noexcept;
 // rounding costs f32 ones.
 bool RoundsBf16Queries(Isa isa) noexcept;
 
+// Whether tier `isa`, on this CPU, weighs bf16 V with the softmax weights
+// rounded to bf16 (KernelTable::attend_rounds_bf16_weights): where
+// RoundsBf16Queries is true, so that decode adds V in bf16 dot products. Each
+// weight's relative error is then at most 2^-8; docs/kernels.md has the cost.
+bool RoundsBf16Weights(Isa isa) noexcept;
+
 // Bytes of scratch one Sdpa call of `shape` needs on an executor whose
 // Concurrency() is `concurrency`; the caller provides them, aligned to
 // kSdpaWorkspaceAlignment, so Sdpa itself never allocates.
