@@ -202,7 +202,7 @@ struct Attender {
   }
 
   // Whether this unit computes attention over Tag with bf16 products: queries
-  // and softmax weights rounded to bf16 (RoundQuery, WeighInBf16).
+  // and softmax weights rounded to bf16 (RoundQuery, PairSums).
   static constexpr bool kBf16Products = kBf16Dot<Arch> && std::is_same_v<Tag, BF16Tag>;
 
   // Whether a tile's scores go through DotsBf16: a decode-sized tile (prefill
@@ -838,52 +838,57 @@ struct Attender {
         });
     if (!MaskBlock(t, tb, kb, s)) return;
     const bool any_hidden = Softmax(t, rows_total, kb, s, alpha);
-    if (bf16_weights && WeighInBf16(t, rows_total, any_hidden, s, alpha, v, v_stride, kb, next)) {
-      return;
-    }
+    const bool pairs = PairSums(t, rows_total, any_hidden);
+    if (bf16_weights && !pairs) RoundWeights(t, rows_total, kb, s);
     if (any_hidden) {
       Accumulate<true>(t, rows_total, s, alpha, v, v_stride, kb);
     } else {
-      Accumulate<false>(t, rows_total, s, alpha, v, v_stride, kb, next);
+      Accumulate<false>(t, rows_total, s, alpha, v, v_stride, kb, next, pairs);
     }
   }
 
   // The bf16 V rule of a unit with bf16 dot products (docs/kernels.md, "bf16 V
   // sums"): every tile over bf16 V weighs it with the softmax weights rounded
-  // to bf16, whichever path a block takes; l keeps the unrounded sum.
-  // Adds the block's V itself where the pair dot products apply (decode tiles,
-  // no hidden key, Dv a multiple of 32) and returns true; otherwise rounds s in
-  // place for Accumulate and returns false.
-  static bool WeighInBf16(const AttendTile& t, std::int64_t rows_total, bool any_hidden, float* s,
-                          const float* alpha, const Stored* v, std::int64_t v_stride,
-                          std::int64_t kb, const Prefetch& next) {
+  // to bf16, whichever path a block takes; l keeps the unrounded sum. Where the
+  // pair dot products apply (decode tiles, no hidden key, Dv a multiple of 32)
+  // AccumulatePairs rounds them as it packs them; elsewhere RoundWeights rounds
+  // s in place for the f32 steps.
+  static bool PairSums(const AttendTile& t, std::int64_t rows_total, bool any_hidden) {
+    if constexpr (kBf16Products) {
+      return !any_hidden && rows_total < kWideTileRows && t.dv % Bf16Dot<Arch>::kLanes == 0;
+    } else {
+      return false;
+    }
+  }
+  static void RoundWeights(const AttendTile& t, std::int64_t rows_total, std::int64_t kb,
+                           float* s) {
     if constexpr (kBf16Dot<Arch>) {
-      if constexpr (std::is_same_v<Tag, BF16Tag>) {
-        if (!any_hidden && rows_total < kWideTileRows && t.dv % Bf16Dot<Arch>::kLanes == 0) {
-          const Prefetch none;
-          ForEachRowTile<0, 1, 1, 1>(rows_total, 0, [&]<int R, int>(std::int64_t r) {
-            AccumulatePairs<R>(s + r * t.block, t.block, alpha + r, v, v_stride, kb, t.dv,
-                               t.acc + r * t.acc_stride, t.acc_stride, r == 0 ? next : none);
-          });
-          return true;
-        }
-      }
       for (std::int64_t r = 0; r < rows_total; ++r) {
         Bf16Dot<Arch>::RoundAndScale(s + r * t.block, 1.0f, s + r * t.block, kb);
       }
     }
-    return false;
   }
 
+  // pairs: AccumulatePairs (PairSums), which packs the weights in s.
   template <bool kSkipHidden>
-  static void Accumulate(const AttendTile& t, std::int64_t rows_total, const float* s,
-                         const float* alpha, const Stored* v, std::int64_t v_stride,
-                         std::int64_t kb, const Prefetch& next = {}) {
+  static void Accumulate(const AttendTile& t, std::int64_t rows_total, float* s, const float* alpha,
+                         const Stored* v, std::int64_t v_stride, std::int64_t kb,
+                         const Prefetch& next = {}, bool pairs = false) {
     if (!kSkipHidden && rows_total < kWideTileRows) {
       const Prefetch none;
       ForEachRowTile<0, 1, 1, 1>(rows_total, 0, [&]<int R, int>(std::int64_t r) {
-        AccumulateInOrder<R>(s + r * t.block, t.block, alpha + r, v, v_stride, kb, t.dv,
-                             t.acc + r * t.acc_stride, t.acc_stride, r == 0 ? next : none);
+        float* p = s + r * t.block;
+        float* acc = t.acc + r * t.acc_stride;
+        const Prefetch& ahead = r == 0 ? next : none;
+        if constexpr (kBf16Products) {
+          if (pairs) {
+            AccumulatePairs<R>(p, t.block, alpha + r, v, v_stride, kb, t.dv, acc, t.acc_stride,
+                               ahead);
+            return;
+          }
+        }
+        AccumulateInOrder<R>(p, t.block, alpha + r, v, v_stride, kb, t.dv, acc, t.acc_stride,
+                             ahead);
       });
       return;
     }
