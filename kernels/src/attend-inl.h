@@ -16,6 +16,7 @@
 
 #include "attend_tile.h"
 #include "fill_kernels.h"
+#include "key_major-inl.h"
 #include "row_tiles-inl.h"
 #include "simd_compat-inl.h"
 
@@ -63,20 +64,6 @@ __attribute__((always_inline)) inline FloatBatch<Arch> LoadInRegister(const floa
   typename FloatBatch<Arch>::register_type raw = FloatBatch<Arch>::load_unaligned(p);
   PinToVectorRegister(raw);
   return FloatBatch<Arch>(raw);
-}
-
-template <class Tag>
-float LoadScalarAsFloat(const typename Tag::Stored* p) {
-  if constexpr (std::is_same_v<Tag, F32Tag>) {
-    return *p;
-  } else if constexpr (std::is_same_v<Tag, BF16Tag>) {
-    const std::uint32_t bits = static_cast<std::uint32_t>(*p) << 16;
-    float f;
-    __builtin_memcpy(&f, &bits, sizeof f);
-    return f;
-  } else {
-    return F16ToF32(*p);
-  }
 }
 
 template <class Arch, class Tag>
@@ -773,17 +760,22 @@ struct Attender {
   }
 
   // Where a prefill-sized tile's converted block lives (attend_tile.h,
-  // DequantScratchFloats): past the tile's queries, scores and row factors; K rows
-  // qd apart, V rows v_stride apart.
+  // DequantScratchFloats): past the tile's queries, scores and row factors;
+  // dequantized K rows qd apart, V rows v_stride apart, then K key-major
+  // (KeyMajor), its columns kt_stride apart.
   struct ConvertedRows {
     float* k;
     float* v;
     std::int64_t v_stride;
+    float* kt;
+    std::int64_t kt_stride;
   };
   static ConvertedRows ConvertedScratch(const AttendTile& t, std::int64_t rows_total,
                                         std::int64_t qd) {
     float* const k = t.scratch + rows_total * (qd + t.block + 16);
-    return {k, k + t.block * qd, (t.dv + 15) / 16 * 16};
+    float* const v = k + t.block * qd;
+    const std::int64_t v_stride = (t.dv + 15) / 16 * 16;
+    return {k, v, v_stride, v + t.block * v_stride, (t.block + 15) / 16 * 16};
   }
 
   // kb rows of n stored values as f32 rows dst_stride apart.
@@ -805,21 +797,26 @@ struct Attender {
                     std::int64_t v_stride, std::int64_t tb, std::int64_t kb, const Prefetch& pf,
                     const Prefetch& next, bool bf16_weights) {
     if (BlockHidden(t, tb, kb)) return;  // before spending any work
-    if constexpr (!std::is_same_v<Tag, F32Tag>) {
-      if (rows_total >= kDequantTileRows) {
-        // A prefill-sized tile (attend_tile.h): the block's K and V converted to
-        // f32 once, into the scratch past the tile's part, then the f32 steps.
-        // In place, every register tile of rows converts each K and V vector
-        // again (docs/attention_tuning.md, "The first AVX-512 host").
-        using F32 = Attender<Arch, F32Tag>;
-        const ConvertedRows to = ConvertedScratch(t, rows_total, qd);
-        ToF32Rows(k, k_stride, kb, t.d, to.k, qd);
+    if (rows_total >= kDequantTileRows) {
+      // A prefill-sized tile (attend_tile.h): the block's K laid out key-major
+      // and V converted to f32, once, into the scratch past the tile's part,
+      // then the f32 steps. In place, every register tile of rows would convert
+      // each K and V vector again (docs/attention_tuning.md, "The first AVX-512
+      // host") and reduce each score across its lanes.
+      using F32 = Attender<Arch, F32Tag>;
+      const ConvertedRows to = ConvertedScratch(t, rows_total, qd);
+      if constexpr (std::is_same_v<Tag, F32Tag>) {
+        PrefetchRows(pf, 0, kb);  // V is read in place, in column chunks
+        KeyMajor<Arch>::template ToColumns<Tag>(k, k_stride, kb, t.d, to.kt, to.kt_stride);
+        KeyMajorBlock(t, rows_total, qd, qs, s, alpha, to.kt, to.kt_stride, v, v_stride, tb, kb,
+                      bf16_weights);
+      } else {
+        KeyMajor<Arch>::template ToColumns<Tag>(k, k_stride, kb, t.d, to.kt, to.kt_stride);
         ToF32Rows(v, v_stride, kb, t.dv, to.v, to.v_stride);
-        const typename F32::Prefetch none;
-        F32::Block(t, rows_total, qd, qs, s, alpha, to.k, qd, to.v, to.v_stride, tb, kb, none, none,
-                   bf16_weights);
-        return;
+        F32::KeyMajorBlock(t, rows_total, qd, qs, s, alpha, to.kt, to.kt_stride, to.v, to.v_stride,
+                           tb, kb, bf16_weights);
       }
+      return;
     }
     // Only the first row group prefetches: each K/V row is requested once.
     const Prefetch none;
@@ -836,6 +833,24 @@ struct Attender {
           ScoreRows<R, K>(qs + r * qd, qd, k, k_stride, kb, t.d, s + r * t.block, t.block,
                           r == 0 ? pf : none);
         });
+    Weigh(t, rows_total, s, alpha, v, v_stride, tb, kb, next, bf16_weights);
+  }
+
+  // A prefill-sized tile's block from K key-major (kt, KeyMajor::ToColumns) and V
+  // as rows: the f32 tier's steps after its own scores. bf16_weights as Block's.
+  static void KeyMajorBlock(const AttendTile& t, std::int64_t rows_total, std::int64_t qd,
+                            const float* qs, float* s, float* alpha, const float* kt,
+                            std::int64_t kt_stride, const Stored* v, std::int64_t v_stride,
+                            std::int64_t tb, std::int64_t kb, bool bf16_weights) {
+    KeyMajor<Arch>::Scores(rows_total, qs, qd, kt, kt_stride, kb, t.d, s, t.block);
+    Weigh(t, rows_total, s, alpha, v, v_stride, tb, kb, Prefetch{}, bf16_weights);
+  }
+
+  // The steps of a block after its scores s: the mask, the online softmax and
+  // the weighted sum of V into the rows' accumulators.
+  static void Weigh(const AttendTile& t, std::int64_t rows_total, float* s, float* alpha,
+                    const Stored* v, std::int64_t v_stride, std::int64_t tb, std::int64_t kb,
+                    const Prefetch& next, bool bf16_weights) {
     if (!MaskBlock(t, tb, kb, s)) return;
     const bool any_hidden = Softmax(t, rows_total, kb, s, alpha);
     const bool pairs = PairSums(t, rows_total, any_hidden);

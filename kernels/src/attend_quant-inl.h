@@ -912,10 +912,10 @@ struct QuantAttender {
     if (Float::BlockHidden(t, tb, kb)) return;
     const typename Float::ConvertedRows to = Float::ConvertedScratch(t, rows_total, qd);
     DequantRows<kK>(k, k_stride, kb, t.d, to.k, qd);
+    KeyMajor<Arch>::template ToColumns<F32Tag>(to.k, qd, kb, t.d, to.kt, to.kt_stride);
     DequantRows<kV>(v, v_stride, kb, t.dv, to.v, to.v_stride);
-    const typename Float::Prefetch none;
-    Float::Block(t, rows_total, qd, qs, s, alpha, to.k, qd, to.v, to.v_stride, tb, kb, none, none,
-                 /*bf16_weights=*/false);
+    Float::KeyMajorBlock(t, rows_total, qd, qs, s, alpha, to.kt, to.kt_stride, to.v, to.v_stride,
+                         tb, kb, /*bf16_weights=*/false);
   }
 
   static void Block(const AttendTile& t, std::int64_t rows_total, std::int64_t qd, const float* qs,

@@ -29,18 +29,20 @@ struct KvRun {
   std::int64_t count = 0;
 };
 
-// Tiles of at least this many state rows (prefill) over quantized, f16 or bf16
-// K/V convert each block's K and V rows once into scratch as f32 and attend them
-// with the f32 kernel's register tiles: the widening, the conversion and the
-// scales are then paid once per block, not once per register tile of rows.
+// Tiles of at least this many state rows (prefill) convert each block's K into
+// scratch once, key-major as f32 (key_major-inl.h), and its V rows to f32 unless
+// they are f32 already, then attend them with the f32 kernel's register tiles:
+// the widening, the conversion and the scales are then paid once per block, not
+// once per register tile of rows, and the scores need no horizontal sums.
 // Decode tiles (G rows) read the rows in place: each widened vector serves all
 // their rows anyway.
 inline constexpr std::int64_t kDequantTileRows = 32;
 
-// The scratch floats that converted block takes past the float part.
+// The scratch floats that converted block takes past the float part: dequantized
+// K rows, V rows, and K key-major (d columns of the block rounded up to 16).
 constexpr std::int64_t DequantScratchFloats(std::int64_t block, std::int64_t d,
                                             std::int64_t dv) noexcept {
-  return block * ((d + 15) / 16 * 16 + (dv + 15) / 16 * 16);
+  return block * ((d + 15) / 16 * 16 + (dv + 15) / 16 * 16) + d * ((block + 15) / 16 * 16);
 }
 
 // A decode tile's int16 value weights for int4 V: one per row, key and group of
@@ -51,8 +53,8 @@ constexpr std::int64_t DecodeWeightKeys(std::int64_t block) noexcept {
 }
 
 // The scratch floats a tile of `rows` state rows takes past the float part: the
-// converted block of a prefill-sized tile, whatever the dtype (f32 rows leave it
-// unused; the drivers do not know the dtype from the shape alone), or a
+// converted block of a prefill-sized tile, whatever the dtype (f32 rows use only
+// its key-major K; the drivers do not know the dtype from the shape alone), or a
 // quantized decode tile's int16 value weights (DecodeWeightKeys per group, two to
 // a float).
 constexpr std::int64_t BlockScratchFloats(std::int64_t rows, std::int64_t block, std::int64_t d,

@@ -181,6 +181,21 @@ __attribute__((always_inline)) inline FloatBatch<Arch> LoadAsFloat(const typenam
   }
 }
 
+// One element of type Tag as f32 (the scalar tails of the vector loops).
+template <class Tag>
+float LoadScalarAsFloat(const typename Tag::Stored* p) {
+  if constexpr (std::is_same_v<Tag, F32Tag>) {
+    return *p;
+  } else if constexpr (std::is_same_v<Tag, BF16Tag>) {
+    const std::uint32_t bits = static_cast<std::uint32_t>(*p) << 16;
+    float f;
+    __builtin_memcpy(&f, &bits, sizeof f);
+    return f;
+  } else {
+    return F16ToF32(*p);
+  }
+}
+
 // Stores v to p as Tag, rounding to nearest even; NaN stays NaN. Forced inline:
 // GCC called the SSE4.2 f16 and NEON bf16 instances once per vector from the
 // conversion loops of the cache write.

@@ -66,6 +66,19 @@ __attribute__((always_inline)) inline xsimd::batch<float, Arch> TransposeAdd(
   return vpaddq_f32(ab, cd);
 }
 
+// Transposes the 4 x 4 floats held in rows[0 .. 3]: row i lane c goes to row
+// c lane i (TRN1 / TRN2 on pairs of rows, then their halves recombined).
+template <class Arch>
+__attribute__((always_inline)) inline void Transpose(xsimd::batch<float, Arch>* rows) {
+  static_assert(kNeonLanes<Arch> == 4, "NEON batches are 4 f32 lanes");
+  const float32x4x2_t p01 = vtrnq_f32(rows[0], rows[1]);  // a0 b0 a2 b2 | a1 b1 a3 b3
+  const float32x4x2_t p23 = vtrnq_f32(rows[2], rows[3]);
+  rows[0] = vcombine_f32(vget_low_f32(p01.val[0]), vget_low_f32(p23.val[0]));
+  rows[1] = vcombine_f32(vget_low_f32(p01.val[1]), vget_low_f32(p23.val[1]));
+  rows[2] = vcombine_f32(vget_high_f32(p01.val[0]), vget_high_f32(p23.val[0]));
+  rows[3] = vcombine_f32(vget_high_f32(p01.val[1]), vget_high_f32(p23.val[1]));
+}
+
 // Zero-extends 4 16-bit values (UXTL).
 template <class Arch>
 xsimd::batch<std::uint32_t, Arch> LoadWidenU16(const std::uint16_t* p) {
