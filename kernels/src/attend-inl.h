@@ -760,11 +760,9 @@ struct Attender {
   }
 
   // Where a prefill-sized tile's converted block lives (attend_tile.h,
-  // DequantScratchFloats): past the tile's queries, scores and row factors;
-  // dequantized K rows qd apart, V rows v_stride apart, then K key-major
-  // (KeyMajor), its columns kt_stride apart.
+  // DequantScratchFloats): past the tile's queries, scores and row factors; V
+  // rows v_stride apart, then K key-major (KeyMajor), its columns kt_stride apart.
   struct ConvertedRows {
-    float* k;
     float* v;
     std::int64_t v_stride;
     float* kt;
@@ -772,10 +770,9 @@ struct Attender {
   };
   static ConvertedRows ConvertedScratch(const AttendTile& t, std::int64_t rows_total,
                                         std::int64_t qd) {
-    float* const k = t.scratch + rows_total * (qd + t.block + 16);
-    float* const v = k + t.block * qd;
+    float* const v = t.scratch + rows_total * (qd + t.block + 16);
     const std::int64_t v_stride = (t.dv + 15) / 16 * 16;
-    return {k, v, v_stride, v + t.block * v_stride, (t.block + 15) / 16 * 16};
+    return {v, v_stride, v + t.block * v_stride, (t.block + 15) / 16 * 16};
   }
 
   // kb rows of n stored values as f32 rows dst_stride apart.

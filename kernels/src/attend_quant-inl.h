@@ -901,18 +901,42 @@ struct QuantAttender {
     }
   }
 
-  // A prefill-sized tile's block (kDequantTileRows, attend_tile.h): K and V
-  // dequantized once into the scratch past the float kernel's part, then the
-  // float kernel's steps over them. The scores equal q . (scale q8) rather than
-  // (q . q8) scale: the same sum, rounded in another order.
+  // K dequantized straight into key-major columns (KeyMajor::ToColumns), in the
+  // order DequantRows gives a row: value order for int8, span order for int4
+  // (each int4 span is loaded once for its even and once for its odd values).
+  static void KeyColumns(const std::uint8_t* k, std::int64_t k_stride, std::int64_t kb,
+                         std::int64_t d, float* kt, std::int64_t kt_stride) {
+    const auto row = [&](std::int64_t j, std::int64_t c) {
+      const std::uint8_t* r = k + j * k_stride;
+      if constexpr (kK == DType::kI8) {
+        return LoadI8AsFloat<Arch>(r + c) * B(Scale(r + d));
+      } else {
+        const std::int64_t span = c - c % kSpan;
+        B even, odd;
+        LoadI4Scaled<Arch>(r + span / 2, Scale(r + d / 2 + c / kGroup * 4), even, odd);
+        return c == span ? even : odd;
+      }
+    };
+    // int4: d % kSpan == 0, so only int8 has a scalar tail.
+    const auto scalar = [&](std::int64_t j, std::int64_t c) {
+      const std::uint8_t* r = k + j * k_stride;
+      return static_cast<float>(static_cast<std::int8_t>(r[c])) * Scale(r + d);
+    };
+    KeyMajor<Arch>::ToColumns(kb, d, kt, kt_stride, row, scalar);
+  }
+
+  // A prefill-sized tile's block (kDequantTileRows, attend_tile.h): K
+  // dequantized once into key-major columns and V into rows, in the scratch past
+  // the float kernel's part, then the float kernel's steps over them. The scores
+  // equal q . (scale q8) rather than (q . q8) scale: the same sum, rounded in
+  // another order.
   static void DequantBlock(const AttendTile& t, std::int64_t rows_total, std::int64_t qd,
                            const float* qs, float* s, float* alpha, const std::uint8_t* k,
                            std::int64_t k_stride, const std::uint8_t* v, std::int64_t v_stride,
                            std::int64_t tb, std::int64_t kb) {
     if (Float::BlockHidden(t, tb, kb)) return;
     const typename Float::ConvertedRows to = Float::ConvertedScratch(t, rows_total, qd);
-    DequantRows<kK>(k, k_stride, kb, t.d, to.k, qd);
-    KeyMajor<Arch>::template ToColumns<F32Tag>(to.k, qd, kb, t.d, to.kt, to.kt_stride);
+    KeyColumns(k, k_stride, kb, t.d, to.kt, to.kt_stride);
     DequantRows<kV>(v, v_stride, kb, t.dv, to.v, to.v_stride);
     Float::KeyMajorBlock(t, rows_total, qd, qs, s, alpha, to.kt, to.kt_stride, to.v, to.v_stride,
                          tb, kb, /*bf16_weights=*/false);

@@ -38,11 +38,11 @@ struct KvRun {
 // their rows anyway.
 inline constexpr std::int64_t kDequantTileRows = 32;
 
-// The scratch floats that converted block takes past the float part: dequantized
-// K rows, V rows, and K key-major (d columns of the block rounded up to 16).
+// The scratch floats that converted block takes past the float part: V rows,
+// then K key-major (d columns of the block rounded up to 16).
 constexpr std::int64_t DequantScratchFloats(std::int64_t block, std::int64_t d,
                                             std::int64_t dv) noexcept {
-  return block * ((d + 15) / 16 * 16 + (dv + 15) / 16 * 16) + d * ((block + 15) / 16 * 16);
+  return block * ((dv + 15) / 16 * 16) + d * ((block + 15) / 16 * 16);
 }
 
 // A decode tile's int16 value weights for int4 V: one per row, key and group of

@@ -32,33 +32,47 @@ struct KeyMajor {
   static std::int64_t PaddedKeys(std::int64_t kb) { return (kb + kN - 1) / kN * kN; }
 
   // kt[c * kt_stride + j] = key j's value c as f32, for j < kb, and 0 for the
-  // padding keys up to PaddedKeys(kb) (<= kt_stride).
-  template <class Tag>
-  static void ToColumns(const typename Tag::Stored* k, std::int64_t k_stride, std::int64_t kb,
-                        std::int64_t d, float* kt, std::int64_t kt_stride) {
+  // padding keys up to PaddedKeys(kb) (<= kt_stride). row(j, c) gives key j's
+  // values c .. c + kN - 1 (c a multiple of kN), scalar(j, c) one value, for the
+  // last d % kN.
+  template <class Row, class Scalar>
+  __attribute__((always_inline)) static void ToColumns(std::int64_t kb, std::int64_t d, float* kt,
+                                                       std::int64_t kt_stride, const Row& row,
+                                                       const Scalar& scalar) {
     const std::int64_t d_vec = d - d % kN;
     const std::int64_t kb_pad = PaddedKeys(kb);
     for (std::int64_t j0 = 0; j0 < kb_pad; j0 += kN) {
       const std::int64_t present = kb - j0 < kN ? kb - j0 : kN;
-      const typename Tag::Stored* rows = k + j0 * k_stride;
       for (std::int64_t c = 0; c < d_vec; c += kN) {
         B square[static_cast<std::size_t>(kN)];
 #pragma GCC unroll 16
-        for (std::int64_t i = 0; i < kN; ++i) {
-          square[i] = i < present ? LoadAsFloat<Arch, Tag>(rows + i * k_stride + c) : B(0.0f);
-        }
+        for (std::int64_t i = 0; i < kN; ++i) square[i] = i < present ? row(j0 + i, c) : B(0.0f);
         Transpose<Arch>(square);
 #pragma GCC unroll 16
-        for (std::int64_t i = 0; i < kN; ++i)
+        for (std::int64_t i = 0; i < kN; ++i) {
           square[i].store_unaligned(kt + (c + i) * kt_stride + j0);
+        }
       }
       for (std::int64_t c = d_vec; c < d; ++c) {
         for (std::int64_t i = 0; i < kN; ++i) {
-          kt[c * kt_stride + j0 + i] =
-              i < present ? LoadScalarAsFloat<Tag>(rows + i * k_stride + c) : 0.0f;
+          kt[c * kt_stride + j0 + i] = i < present ? scalar(j0 + i, c) : 0.0f;
         }
       }
     }
+  }
+
+  // ToColumns of kb rows of Tag values, k_stride apart.
+  template <class Tag>
+  static void ToColumns(const typename Tag::Stored* k, std::int64_t k_stride, std::int64_t kb,
+                        std::int64_t d, float* kt, std::int64_t kt_stride) {
+    ToColumns(
+        kb, d, kt, kt_stride,
+        [&](std::int64_t j, std::int64_t c) {
+          return LoadAsFloat<Arch, Tag>(k + j * k_stride + c);
+        },
+        [&](std::int64_t j, std::int64_t c) {
+          return LoadScalarAsFloat<Tag>(k + j * k_stride + c);
+        });
   }
 
   // out[r * out_stride + x * kN + lane] = q_r . k_(x kN + lane) for R rows and

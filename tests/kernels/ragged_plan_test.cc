@@ -277,15 +277,15 @@ TEST(RaggedWorkspaceTest, SizeDoesNotDependOnTheKeys) {
 }
 
 // Exact enough: per worker the attend scratch of one 64-row tile (64 x (128 +
-// 64 + 16) floats), the converted K and V block such a tile takes (64 keys x (128
-// + 128) floats, and K again key-major, 128 x 64: the shape alone cannot rule
-// out 16 rows of one sequence in a tile), its state (64 x (2 + 128) floats) and
-// the run list (512 x 48 bytes) = 205 KiB; on 2 threads the flash-decoding
-// partial states, 2 x 4 x 2 tasks' states = 520 KiB; the plan is a few KiB.
-// Nothing may scale with keys.
+// 64 + 16) floats), the converted block such a tile takes (64 keys x 128 floats
+// of V and 128 x 64 of K key-major: the shape alone cannot rule out 16 rows of
+// one sequence in a tile), its state (64 x (2 + 128) floats) and the run list
+// (512 x 48 bytes) = 173 KiB; on 2 threads the flash-decoding partial states,
+// 2 x 4 x 2 tasks' states = 520 KiB; the plan is a few KiB. Nothing may scale
+// with keys.
 TEST(RaggedWorkspaceTest, DecodeSizeIsWhatTheTasksNeed) {
   const std::size_t worker =
-      512 * sizeof(KvRun) + (64 * (128 + 64 + 16) + 64 * (128 + 128) + 128 * 64 + 64 * 130) * 4;
+      512 * sizeof(KvRun) + (64 * (128 + 64 + 16) + 64 * 128 + 128 * 64 + 64 * 130) * 4;
   const std::size_t partials = 16 * static_cast<std::size_t>(64 * 130) * 4;
   const std::size_t one = RaggedSdpaWorkspaceBytes(DecodeShape(32 * 4096), 1);
   const std::size_t two = RaggedSdpaWorkspaceBytes(DecodeShape(32 * 4096), 2);
