@@ -218,8 +218,9 @@ struct QuantAttender {
   static constexpr std::int64_t kRun = 2 * kL;
   static_assert(kRun <= 2 * kGroup && (kRun <= kGroup || kRun == 2 * kGroup));
   // Keys per register tile of 4 rows: 4 x 2 accumulators, 2 K vectors and a q
-  // vector fit AVX2's 16 registers (4 x 3 spilled accumulators to the stack).
-  static constexpr int kIntScoreKeys = 2;
+  // vector fit AVX2's 16 registers (4 x 3 spilled accumulators to the stack);
+  // AVX-512's 32 hold 4 x 4, whose 16 sums fill one transpose-add.
+  static constexpr int kIntScoreKeys = kN == 16 ? 4 : 2;
   static constexpr std::int64_t kKMag = kK == DType::kI8 ? 128 : 8;  // max |stored value|
   static constexpr std::int64_t kVMag = kV == DType::kI8 ? 128 : 8;
 
