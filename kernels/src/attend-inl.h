@@ -320,14 +320,14 @@ struct Attender {
   }
 
   // acc_r = acc_r alpha_r + sum_j p[r][j] v_j for the R rows of a decode-sized
-  // tile, walking V in address order: two keys at a time, each V vector loaded
-  // once and added into every row's accumulator, which stays in memory (L1)
-  // instead of registers. AccumulateChunks' walk, a column chunk at a time
-  // across all kb rows, is an order the hardware prefetchers do not follow, so
-  // decode from DRAM waited on V; in cache this walk's extra loads and stores
-  // make it slower (docs/attention_tuning.md, "V in address order"). next: K rows of
-  // the following block, requested two at a time as the keys go by, so that K
-  // arrives while V is summed.
+  // tile, walking V in address order: a few keys at a time (kInOrderKeys), each
+  // V vector loaded once and added into every row's accumulator, which stays in
+  // memory (L1) instead of registers. AccumulateChunks' walk, a column chunk at
+  // a time across all kb rows, is an order the hardware prefetchers do not
+  // follow, so decode from DRAM waited on V; in cache this walk's extra loads
+  // and stores make it slower (docs/attention_tuning.md, "V in address order").
+  // next: K rows of the following block, requested a trip's keys at a time as
+  // the keys go by, so that K arrives while V is summed.
   template <int R>
   static void AccumulateInOrder(const float* p, std::int64_t p_stride, const float* alpha,
                                 const Stored* v, std::int64_t v_stride, std::int64_t kb,
@@ -343,46 +343,57 @@ struct Attender {
       for (std::int64_t c = dv_vec; c < dv; ++c) a[c] *= alpha[r];
     }
     std::int64_t j = 0;
-    for (; j + 2 <= kb; j += 2) {
-      PrefetchRows(next, j, 2);
-      PrefetchVAhead(v, v_stride, j, 2, kb, dv);
-      B p0[static_cast<std::size_t>(R)];
-      B p1[static_cast<std::size_t>(R)];
-#pragma GCC unroll 16
-      for (int r = 0; r < R; ++r) {
-        p0[r] = B(p[r * p_stride + j]);
-        p1[r] = B(p[r * p_stride + j + 1]);
-      }
-      const Stored* v0 = v + j * v_stride;
-      const Stored* v1 = v0 + v_stride;
-      for (std::int64_t c = 0; c < dv_vec; c += kN) {
-        const B x0 = LoadAsFloat<Arch, Tag>(v0 + c);
-        const B x1 = LoadAsFloat<Arch, Tag>(v1 + c);
-#pragma GCC unroll 16
-        for (int r = 0; r < R; ++r) {
-          float* a = acc + r * acc_stride + c;
-          xsimd::fma(p1[r], x1, xsimd::fma(p0[r], x0, B::load_unaligned(a))).store_unaligned(a);
-        }
-      }
-      for (std::int64_t c = dv_vec; c < dv; ++c) {
-        for (int r = 0; r < R; ++r) {
-          float& a = acc[r * acc_stride + c];
-          a += p[r * p_stride + j] * LoadScalarAsFloat<Tag>(v0 + c);
-          a += p[r * p_stride + j + 1] * LoadScalarAsFloat<Tag>(v1 + c);
-        }
+    for (; j + kInOrderKeys <= kb; j += kInOrderKeys) {
+      AddKeys<R, kInOrderKeys>(p, p_stride, v, v_stride, j, kb, dv, acc, acc_stride, next);
+    }
+    if constexpr (kInOrderKeys > 2) {
+      if (j + 2 <= kb) {
+        AddKeys<R, 2>(p, p_stride, v, v_stride, j, kb, dv, acc, acc_stride, next);
+        j += 2;
       }
     }
-    if (j < kb) {
-      const Stored* v0 = v + j * v_stride;
+    if (j < kb) AddKeys<R, 1>(p, p_stride, v, v_stride, j, kb, dv, acc, acc_stride, next);
+  }
+
+  // Keys per trip of AccumulateInOrder: each trip loads and stores every row's
+  // accumulator once, so more keys a trip means fewer of those per FMA. 4 on
+  // AVX2 and AVX-512; 8 spilled on AVX-512, and 4 made SSE4.2's f32 step slower
+  // (docs/attention_tuning.md, "Four keys a trip").
+  static constexpr int kInOrderKeys = kN >= 8 ? 4 : 2;
+
+  // One trip of AccumulateInOrder: keys j .. j + K - 1 added into the R rows.
+  template <int R, int K>
+  __attribute__((always_inline)) static void AddKeys(
+      const float* p, std::int64_t p_stride, const Stored* v, std::int64_t v_stride, std::int64_t j,
+      std::int64_t kb, std::int64_t dv, float* acc, std::int64_t acc_stride, const Prefetch& next) {
+    const std::int64_t dv_vec = dv / kN * kN;
+    PrefetchRows(next, j, K);
+    PrefetchVAhead(v, v_stride, j, K, kb, dv);
+    B w[static_cast<std::size_t>(R * K)];
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 4
+      for (int i = 0; i < K; ++i) w[r * K + i] = B(p[r * p_stride + j + i]);
+    }
+    const Stored* v0 = v + j * v_stride;
+    for (std::int64_t c = 0; c < dv_vec; c += kN) {
+      B x[static_cast<std::size_t>(K)];
+#pragma GCC unroll 4
+      for (int i = 0; i < K; ++i) x[i] = LoadAsFloat<Arch, Tag>(v0 + i * v_stride + c);
+#pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {
-        const B pr(p[r * p_stride + j]);
-        float* a = acc + r * acc_stride;
-        for (std::int64_t c = 0; c < dv_vec; c += kN) {
-          xsimd::fma(pr, LoadAsFloat<Arch, Tag>(v0 + c), B::load_unaligned(a + c))
-              .store_unaligned(a + c);
-        }
-        for (std::int64_t c = dv_vec; c < dv; ++c) {
-          a[c] += p[r * p_stride + j] * LoadScalarAsFloat<Tag>(v0 + c);
+        float* a = acc + r * acc_stride + c;
+        B sum = B::load_unaligned(a);
+#pragma GCC unroll 4
+        for (int i = 0; i < K; ++i) sum = xsimd::fma(w[r * K + i], x[i], sum);
+        sum.store_unaligned(a);
+      }
+    }
+    for (std::int64_t c = dv_vec; c < dv; ++c) {
+      for (int r = 0; r < R; ++r) {
+        float& a = acc[r * acc_stride + c];
+        for (int i = 0; i < K; ++i) {
+          a += p[r * p_stride + j + i] * LoadScalarAsFloat<Tag>(v0 + i * v_stride + c);
         }
       }
     }
