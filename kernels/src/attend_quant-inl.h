@@ -221,6 +221,11 @@ struct QuantAttender {
   // vector fit AVX2's 16 registers (4 x 3 spilled accumulators to the stack);
   // AVX-512's 32 hold 4 x 4, whose 16 sums fill one transpose-add.
   static constexpr int kIntScoreKeys = kN == 16 ? 4 : 2;
+  // Registers of V values (kL each) per pass of the value sums with 4 rows,
+  // each with a low and a high pair sum: AVX-512 holds 4 x 2 x 2, so each weight
+  // pair broadcast serves two registers of values (int8), and each int4 run is
+  // widened once for both its halves instead of once per half.
+  static constexpr int kIntValueChunks = kN == 16 ? 2 : 1;
   static constexpr std::int64_t kKMag = kK == DType::kI8 ? 128 : 8;  // max |stored value|
   static constexpr std::int64_t kVMag = kV == DType::kI8 ? 128 : 8;
 
@@ -599,7 +604,7 @@ struct QuantAttender {
     const auto* w = reinterpret_cast<const std::int16_t*>(s);
     const std::int64_t w_stride = 2 * t.block;
     const Prefetch none;
-    ForEachRowTile<0, 1, 1, 1>(rows_total, 0, [&]<int R, int VC>(std::int64_t r) {
+    ForEachRowTile<0, 1, kIntValueChunks, 1>(rows_total, 0, [&]<int R, int VC>(std::int64_t r) {
       IntAccumulateRows<R, VC>(w + r * w_stride, w_stride, alpha + r, wscale + r, v, v_stride, kb,
                                t.dv, t.acc + r * t.acc_stride, t.acc_stride,
                                r == 0 ? next_v : none);
@@ -767,7 +772,7 @@ struct QuantAttender {
                               const std::uint8_t* v, std::int64_t v_stride, std::int64_t kb,
                               const IntDecode& id) {
     const Prefetch none;
-    ForEachRowTile<0, 1, 1, 1>(rows_total, 0, [&]<int R, int C>(std::int64_t r) {
+    ForEachRowTile<0, 1, kIntValueChunks, 1>(rows_total, 0, [&]<int R, int C>(std::int64_t r) {
       IntDecode rows = id;
       rows.weights = id.weights + r * id.w_row_stride;
       float* const acc = t.acc + r * t.acc_stride;
