@@ -210,8 +210,9 @@ struct Attender {
   // tiles need this most: their step (3) walks V chunk by chunk across rows,
   // which the hardware prefetchers do not run ahead of. Decode tiles also
   // request the next block's K, and their own V rows a few keys ahead, during
-  // step (3) (AccumulateInOrder, PrefetchVAhead). What else
-  // was tried, and what each choice measured: docs/attention_tuning.md.
+  // step (3) (AccumulateInOrder, PrefetchVAhead). Every request goes to L2
+  // (RequestLine). What else was tried, and what each choice measured:
+  // docs/attention_tuning.md.
   struct Prefetch {
     const Stored* k = nullptr;  // nullptr: nothing to fetch
     const Stored* v = nullptr;  // read only when dv > 0: dv 0 fetches K rows only
@@ -230,25 +231,26 @@ struct Attender {
     constexpr std::int64_t kPerLine = 64 / static_cast<std::int64_t>(sizeof(Stored));
     for (std::int64_t j = j0; j < j0 + count && j < pf.rows; ++j) {
       for (std::int64_t c = 0; c < pf.d; c += kPerLine) {
-        __builtin_prefetch(pf.k + j * pf.k_stride + c);
+        RequestLine(pf.k + j * pf.k_stride + c);
       }
       for (std::int64_t c = 0; c < pf.dv; c += kPerLine) {
-        __builtin_prefetch(pf.v + j * pf.v_stride + c);
+        RequestLine(pf.v + j * pf.v_stride + c);
       }
     }
   }
 
   // Decode's V step (AccumulateInOrder, AccumulatePairs) requests the V rows
   // kVAhead keys ahead of those it adds: from DRAM, the rows requested with the
-  // block's K (Prefetch) had often not reached L1 by then (docs/attention_tuning.md,
-  // "bf16 V in pair dot products"). Rows [j + kVAhead, + count) of the block's kb.
+  // block's K (Prefetch) had often not arrived by then (docs/attention_tuning.md,
+  // "bf16 V in pair dot products"; 8 and 32 keys ahead measured slower since the
+  // requests go to L2). Rows [j + kVAhead, + count) of the block's kb.
   static constexpr std::int64_t kVAhead = 16;
   __attribute__((always_inline)) static void PrefetchVAhead(const Stored* v, std::int64_t v_stride,
                                                             std::int64_t j, std::int64_t count,
                                                             std::int64_t kb, std::int64_t dv) {
     constexpr std::int64_t kPerLine = 64 / static_cast<std::int64_t>(sizeof(Stored));
     for (std::int64_t q = j + kVAhead; q < j + kVAhead + count && q < kb; ++q) {
-      for (std::int64_t c = 0; c < dv; c += kPerLine) __builtin_prefetch(v + q * v_stride + c);
+      for (std::int64_t c = 0; c < dv; c += kPerLine) RequestLine(v + q * v_stride + c);
     }
   }
 

@@ -136,8 +136,8 @@ struct QuantAttender {
                                     std::int64_t bytes) {
       for (std::int64_t j = j0; j < end; ++j) {
         const std::uint8_t* r = base + j * stride;
-        for (std::int64_t c = 0; c < bytes; c += 64) __builtin_prefetch(r + c);
-        __builtin_prefetch(r + bytes - 1);
+        for (std::int64_t c = 0; c < bytes; c += 64) RequestLine(r + c);
+        RequestLine(r + bytes - 1);
       }
     };
     if (pf.k_stride == pf.k_bytes) {
@@ -150,7 +150,7 @@ struct QuantAttender {
       k1 = k1 < pf.rows ? k1 : pf.rows;
       const std::uint8_t* const k_end = pf.k + k1 * pf.k_stride;
       for (const std::uint8_t* p = line(pf.k + k0 * pf.k_stride); p < k_end; p += 64)
-        __builtin_prefetch(p);
+        RequestLine(p);
     } else {
       each_row(pf.k, pf.k_stride, pf.k_bytes);
     }
@@ -158,7 +158,7 @@ struct QuantAttender {
     if (pf.v_stride == pf.v_bytes) {
       const std::uint8_t* const v_end = pf.v + end * pf.v_stride;
       for (const std::uint8_t* p = line(pf.v + j0 * pf.v_stride); p < v_end; p += 64)
-        __builtin_prefetch(p);
+        RequestLine(p);
     } else {
       each_row(pf.v, pf.v_stride, pf.v_bytes);
     }
