@@ -121,6 +121,25 @@ struct Attender {
     }
   }
 
+  // out[r * out_stride + j] = the sum of acc[r * K + j]'s lanes, times
+  // row_scale[r] when row_scale is not null. A 4 x 4 tile of 16 lanes goes from
+  // the transpose-add's register straight to the rows (StoreQuarters).
+  template <int R, int K>
+  __attribute__((always_inline)) static void StoreSums(const B* acc, float* out,
+                                                       std::int64_t out_stride,
+                                                       const float* row_scale) {
+    if constexpr (kN == 16 && R == 4 && K == 4) {
+      StoreQuarters<Arch>(TransposeAdd<Arch>(acc), out, out_stride, row_scale);
+    } else {
+      alignas(64) float sums[SumsSize(R * K)];
+      SumLanes<R * K>(acc, sums);
+      for (int r = 0; r < R; ++r) {
+        const float sc = row_scale != nullptr ? row_scale[r] : 1.0f;
+        for (int j = 0; j < K; ++j) out[r * out_stride + j] = sums[r * K + j] * sc;
+      }
+    }
+  }
+
   // out[r * out_stride + j] = q_r . k_j for R rows (q_stride apart) and K keys.
   // R x K independent accumulators hide the FMA latency; each K vector is
   // converted once and used by all R rows.
@@ -143,6 +162,10 @@ struct Attender {
 #pragma GCC unroll 16
         for (int j = 0; j < K; ++j) acc[r * K + j] = xsimd::fma(qv, kv[j], acc[r * K + j]);
       }
+    }
+    if (d_vec == d) {
+      StoreSums<R, K>(acc, out, out_stride, nullptr);
+      return;
     }
     alignas(64) float sums[SumsSize(R * K)];
     SumLanes<R * K>(acc, sums);
@@ -181,11 +204,9 @@ struct Attender {
         for (int j = 0; j < K; ++j) acc[r * K + j] = Dot::DotAdd(acc[r * K + j], qv, kv[j]);
       }
     }
-    alignas(64) float sums[SumsSize(R * K)];
-    SumLanes<R * K>(acc, sums);
-    for (int r = 0; r < R; ++r) {
-      for (int j = 0; j < K; ++j) out[r * out_stride + j] = sums[r * K + j] * scale;
-    }
+    float row_scale[static_cast<std::size_t>(R)];
+    for (int r = 0; r < R; ++r) row_scale[r] = scale;
+    StoreSums<R, K>(acc, out, out_stride, row_scale);
   }
 
   // Whether this unit computes attention over Tag with bf16 products: queries

@@ -353,6 +353,10 @@ struct QuantAttender {
     B wide[static_cast<std::size_t>(kRK)];
 #pragma GCC unroll 32
     for (int a = 0; a < kRK; ++a) wide[a] = xsimd::batch_cast<float>(acc[a]);
+    if (d_vec == d) {
+      Float::template StoreSums<R, K>(wide, out, out_stride, nullptr);
+      return;
+    }
     alignas(64) float sums[static_cast<std::size_t>((kRK + kN - 1) / kN * kN)];
     Float::template SumLanes<kRK>(wide, sums);
     for (std::int64_t c = d_vec; c < d; ++c) {
@@ -409,11 +413,7 @@ struct QuantAttender {
         }
       }
     }
-    alignas(64) float sums[static_cast<std::size_t>((kRK + kN - 1) / kN * kN)];
-    Float::template SumLanes<kRK>(acc, sums);
-    for (int r = 0; r < R; ++r) {
-      for (int j = 0; j < K; ++j) out[r * out_stride + j] = sums[r * K + j] * qscale[r];
-    }
+    Float::template StoreSums<R, K>(acc, out, out_stride, qscale);
   }
 
   // Byte offsets of kN consecutive rows stride apart, for ScalesOf; gather false

@@ -165,6 +165,26 @@ __attribute__((always_inline)) inline void Transpose(xsimd::batch<float, Arch>* 
   }
 }
 
+// Stores quarter i of the 16 lanes of v (lanes 4i .. 4i + 3) at dst + i *
+// stride, times scale[i] when scale is not null: a 4 x 4 score tile's sums,
+// straight from the register. Storing v whole and copying the quarters out
+// made every tile wait: a 64-byte store does not forward to the 16-byte loads
+// that read it back, so they wait until it reaches L1.
+template <class Arch>
+__attribute__((always_inline)) inline void StoreQuarters(const xsimd::batch<float, Arch>& v,
+                                                         float* dst, std::int64_t stride,
+                                                         const float* scale) {
+  static_assert(xsimd::batch<float, Arch>::size == 16, "16-lane batches only");
+  const __m512 x = v;
+  const __m128 q[4] = {_mm512_extractf32x4_ps(x, 0), _mm512_extractf32x4_ps(x, 1),
+                       _mm512_extractf32x4_ps(x, 2), _mm512_extractf32x4_ps(x, 3)};
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {
+    _mm_storeu_ps(dst + i * stride,
+                  scale != nullptr ? _mm_mul_ps(q[i], _mm_set1_ps(scale[i])) : q[i]);
+  }
+}
+
 // Zero-extends xsimd::batch<std::uint32_t, Arch>::size 16-bit values (vpmovzxwd).
 template <class Arch>
 xsimd::batch<std::uint32_t, Arch> LoadWidenU16(const std::uint16_t* p) {
