@@ -98,70 +98,55 @@ __attribute__((always_inline)) inline xsimd::batch<float, Arch> TransposeAdd(
 }
 
 // Transposes the square of lanes x lanes floats held in rows[0 .. lanes - 1]:
-// row i lane c goes to row c lane i. Three rounds of shuffles: pairs of rows
-// interleaved, then 4 x 4 squares within each 128-bit lane, then (8 and 16
-// lanes) the 128-bit lanes moved across rows.
+// row i lane c goes to row c lane i. The first two rounds work within each
+// 128-bit lane (xsimd 8.1's zip_lo / zip_hi are the in-lane unpacks on x86):
+// pairs of rows interleaved by floats, then by pairs of floats (as doubles),
+// which leaves in row 4i + k, 128-bit lane L, column 4L + k of rows 4i .. 4i +
+// 3. With 8 or 16 lanes a last round moves the 128-bit lanes across rows.
 template <class Arch>
 __attribute__((always_inline)) inline void Transpose(xsimd::batch<float, Arch>* rows) {
-  constexpr std::size_t kLanes = xsimd::batch<float, Arch>::size;
-  if constexpr (kLanes == 16) {
-    __m512 t[16];
+  using B = xsimd::batch<float, Arch>;
+  using D = xsimd::batch<double, Arch>;
+  constexpr int kLanes = static_cast<int>(B::size);
+  B t[static_cast<std::size_t>(kLanes)];
 #pragma GCC unroll 8
-    for (int i = 0; i < 16; i += 2) {
-      t[i] = _mm512_unpacklo_ps(rows[i], rows[i + 1]);
-      t[i + 1] = _mm512_unpackhi_ps(rows[i], rows[i + 1]);
-    }
-    // u[4i + k], 128-bit lane L: column 4L + k of rows 4i .. 4i + 3.
-    __m512 u[16];
+  for (int i = 0; i < kLanes; i += 2) {
+    t[i] = xsimd::zip_lo(rows[i], rows[i + 1]);
+    t[i + 1] = xsimd::zip_hi(rows[i], rows[i + 1]);
+  }
 #pragma GCC unroll 4
-    for (int i = 0; i < 16; i += 4) {
-      u[i] = _mm512_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
-      u[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
-      u[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
-      u[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+  for (int i = 0; i < kLanes; i += 4) {
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      const D a = xsimd::bitwise_cast<D>(t[i + h]);
+      const D b = xsimd::bitwise_cast<D>(t[i + h + 2]);
+      rows[i + 2 * h] = xsimd::bitwise_cast<B>(xsimd::zip_lo(a, b));
+      rows[i + 2 * h + 1] = xsimd::bitwise_cast<B>(xsimd::zip_hi(a, b));
     }
+  }
+  if constexpr (kLanes == 16) {
 #pragma GCC unroll 4
     for (int k = 0; k < 4; ++k) {
       // Lanes 0 and 2 (even) or 1 and 3 (odd) of the row groups 0, 1 and 2, 3.
-      const __m512 even01 = _mm512_shuffle_f32x4(u[k], u[4 + k], _MM_SHUFFLE(2, 0, 2, 0));
-      const __m512 odd01 = _mm512_shuffle_f32x4(u[k], u[4 + k], _MM_SHUFFLE(3, 1, 3, 1));
-      const __m512 even23 = _mm512_shuffle_f32x4(u[8 + k], u[12 + k], _MM_SHUFFLE(2, 0, 2, 0));
-      const __m512 odd23 = _mm512_shuffle_f32x4(u[8 + k], u[12 + k], _MM_SHUFFLE(3, 1, 3, 1));
+      const __m512 even01 = _mm512_shuffle_f32x4(rows[k], rows[4 + k], _MM_SHUFFLE(2, 0, 2, 0));
+      const __m512 odd01 = _mm512_shuffle_f32x4(rows[k], rows[4 + k], _MM_SHUFFLE(3, 1, 3, 1));
+      const __m512 even23 =
+          _mm512_shuffle_f32x4(rows[8 + k], rows[12 + k], _MM_SHUFFLE(2, 0, 2, 0));
+      const __m512 odd23 = _mm512_shuffle_f32x4(rows[8 + k], rows[12 + k], _MM_SHUFFLE(3, 1, 3, 1));
       rows[k] = _mm512_shuffle_f32x4(even01, even23, _MM_SHUFFLE(2, 0, 2, 0));
       rows[8 + k] = _mm512_shuffle_f32x4(even01, even23, _MM_SHUFFLE(3, 1, 3, 1));
       rows[4 + k] = _mm512_shuffle_f32x4(odd01, odd23, _MM_SHUFFLE(2, 0, 2, 0));
       rows[12 + k] = _mm512_shuffle_f32x4(odd01, odd23, _MM_SHUFFLE(3, 1, 3, 1));
     }
   } else if constexpr (kLanes == 8) {
-    __m256 t[8];
-#pragma GCC unroll 4
-    for (int i = 0; i < 8; i += 2) {
-      t[i] = _mm256_unpacklo_ps(rows[i], rows[i + 1]);
-      t[i + 1] = _mm256_unpackhi_ps(rows[i], rows[i + 1]);
-    }
-    __m256 u[8];
-#pragma GCC unroll 2
-    for (int i = 0; i < 8; i += 4) {
-      u[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
-      u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
-      u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
-      u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
-    }
 #pragma GCC unroll 4
     for (int k = 0; k < 4; ++k) {
-      rows[k] = _mm256_permute2f128_ps(u[k], u[4 + k], 0x20);
-      rows[4 + k] = _mm256_permute2f128_ps(u[k], u[4 + k], 0x31);
+      const __m256 low = _mm256_permute2f128_ps(rows[k], rows[4 + k], 0x20);
+      rows[4 + k] = _mm256_permute2f128_ps(rows[k], rows[4 + k], 0x31);
+      rows[k] = low;
     }
   } else {
     static_assert(kLanes == 4, "unsupported batch width");
-    const __m128 t0 = _mm_unpacklo_ps(rows[0], rows[1]);
-    const __m128 t1 = _mm_unpackhi_ps(rows[0], rows[1]);
-    const __m128 t2 = _mm_unpacklo_ps(rows[2], rows[3]);
-    const __m128 t3 = _mm_unpackhi_ps(rows[2], rows[3]);
-    rows[0] = _mm_movelh_ps(t0, t2);
-    rows[1] = _mm_movehl_ps(t2, t0);
-    rows[2] = _mm_movelh_ps(t1, t3);
-    rows[3] = _mm_movehl_ps(t3, t1);
   }
 }
 
