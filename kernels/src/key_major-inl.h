@@ -22,11 +22,11 @@ template <class Arch>
 struct KeyMajor {
   using B = FloatBatch<Arch>;
   static constexpr std::int64_t kN = static_cast<std::int64_t>(B::size);
-  // Register tiles: kRows rows x kCols vectors of keys. AVX-512 and NEON (32
-  // registers): 6 x 4 accumulators + 4 key vectors + 1 broadcast; AVX2 and SSE
-  // (16): 6 x 2 + 2 + 1.
+  // Register tiles: kRows rows x kCols vectors of keys. AVX-512 (32
+  // registers): 6 x 4 accumulators + 4 key vectors + 1 broadcast; AVX2 and
+  // SSE4.2 (16): 6 x 2 + 2 + 1, and NEON, with 4 lanes like SSE4.2, the same.
   static constexpr int kRows = 6;
-  static constexpr int kCols = kN == 8 ? 2 : 4;
+  static constexpr int kCols = kN == 16 ? 4 : 2;
 
   // Keys of a block rounded up to whole vectors: the columns' length.
   static std::int64_t PaddedKeys(std::int64_t kb) { return (kb + kN - 1) / kN * kN; }
