@@ -838,11 +838,12 @@ struct Attender {
       const ConvertedRows to = ConvertedScratch(t, rows_total, qd);
       if constexpr (std::is_same_v<Tag, F32Tag>) {
         PrefetchRows(pf, 0, kb);  // V is read in place, in column chunks
-        KeyMajor<Arch>::template ToColumns<Tag>(k, k_stride, kb, t.d, to.kt, to.kt_stride);
+      }
+      KeyMajor<Arch>::template ToColumns<Tag>(k, k_stride, kb, t.d, to.kt, to.kt_stride);
+      if constexpr (std::is_same_v<Tag, F32Tag>) {
         KeyMajorBlock(t, rows_total, qd, qs, s, alpha, to.kt, to.kt_stride, v, v_stride, tb, kb,
                       bf16_weights);
       } else {
-        KeyMajor<Arch>::template ToColumns<Tag>(k, k_stride, kb, t.d, to.kt, to.kt_stride);
         ToF32Rows(v, v_stride, kb, t.dv, to.v, to.v_stride);
         F32::KeyMajorBlock(t, rows_total, qd, qs, s, alpha, to.kt, to.kt_stride, to.v, to.v_stride,
                            tb, kb, bf16_weights);

@@ -895,16 +895,28 @@ struct QuantAttender {
         std::int64_t c = 0;
         for (; c + kN <= n; c += kN)
           (LoadI8AsFloat<Arch>(row + c) * B(sc)).store_unaligned(out + c);
-        for (; c < n; ++c) out[c] = static_cast<float>(static_cast<std::int8_t>(row[c])) * sc;
+        for (; c < n; ++c) out[c] = I8Value(row, n, c);
       } else {
         for (std::int64_t c = 0; c < n; c += kSpan) {
           B even, odd;
-          LoadI4Scaled<Arch>(row + c / 2, Scale(row + n / 2 + c / kGroup * 4), even, odd);
+          I4Span(row, n, c, even, odd);
           even.store_unaligned(out + c);
           odd.store_unaligned(out + c + kN);
         }
       }
     }
+  }
+
+  // Value c of an int8 row of n values, times the row's scale.
+  static float I8Value(const std::uint8_t* row, std::int64_t n, std::int64_t c) {
+    return static_cast<float>(static_cast<std::int8_t>(row[c])) * Scale(row + n);
+  }
+
+  // The span of an int4 row of n values that starts at value `span` (a multiple
+  // of kSpan), scaled: its even values, then its odd ones.
+  __attribute__((always_inline)) static void I4Span(const std::uint8_t* row, std::int64_t n,
+                                                    std::int64_t span, B& even, B& odd) {
+    LoadI4Scaled<Arch>(row + span / 2, Scale(row + n / 2 + span / kGroup * 4), even, odd);
   }
 
   // K dequantized straight into key-major columns (KeyMajor::ToColumns), in the
@@ -919,14 +931,13 @@ struct QuantAttender {
       } else {
         const std::int64_t span = c - c % kSpan;
         B even, odd;
-        LoadI4Scaled<Arch>(r + span / 2, Scale(r + d / 2 + c / kGroup * 4), even, odd);
+        I4Span(r, d, span, even, odd);
         return c == span ? even : odd;
       }
     };
     // int4: d % kSpan == 0, so only int8 has a scalar tail.
     const auto scalar = [&](std::int64_t j, std::int64_t c) {
-      const std::uint8_t* r = k + j * k_stride;
-      return static_cast<float>(static_cast<std::int8_t>(r[c])) * Scale(r + d);
+      return I8Value(k + j * k_stride, d, c);
     };
     KeyMajor<Arch>::ToColumns(kb, d, kt, kt_stride, row, scalar);
   }
