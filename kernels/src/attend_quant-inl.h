@@ -416,27 +416,11 @@ struct QuantAttender {
     Float::template StoreSums<R, K>(acc, out, out_stride, qscale);
   }
 
-  // Byte offsets of kN consecutive rows stride apart, for ScalesOf; gather false
-  // when the last one would not fit an int32 (ScalesOf then loads lane by lane).
-  struct RowOffsets {
-    I at = I(0);
-    bool gather = false;
-  };
-  static RowOffsets OffsetsOf(std::int64_t stride) {
-    alignas(64) static constexpr std::int32_t kIota[16] = {0, 1, 2,  3,  4,  5,  6,  7,
-                                                           8, 9, 10, 11, 12, 13, 14, 15};
-    RowOffsets o;
-    if (stride <= 0 || stride > 2147483647 / (2 * kN)) return o;
-    o.at = I::load_aligned(kIota) * I(static_cast<std::int32_t>(stride));
-    o.gather = true;
-    return o;
-  }
-
   // The scales of rows j .. j + kN - 1 (row i's at base + i * stride), 0 for rows
   // past kb - 1.
-  static B ScalesOf(const std::uint8_t* base, std::int64_t stride, const RowOffsets& o,
-                    std::int64_t j, std::int64_t kb) {
-    if (o.gather && j + kN <= kb) return GatherF32Bytes<Arch>(base + j * stride, o.at);
+  static B ScalesOf(const std::uint8_t* base, std::int64_t stride, std::int64_t j,
+                    std::int64_t kb) {
+    if (j + kN <= kb) return StridedF32<Arch>(base + j * stride, stride);
     alignas(64) float sc[static_cast<std::size_t>(kN)];
     for (std::int64_t i = 0; i < kN; ++i)
       sc[i] = j + i < kb ? Scale(base + (j + i) * stride) : 0.0f;
@@ -446,9 +430,8 @@ struct QuantAttender {
   // s[r][j] *= qscale[r] scale_j over the block: the scales IntDots leaves out.
   static void ScaleScores(const AttendTile& t, std::int64_t rows_total, const float* qscale,
                           const std::uint8_t* k, std::int64_t k_stride, std::int64_t kb, float* s) {
-    const RowOffsets o = OffsetsOf(k_stride);
     for (std::int64_t j = 0; j < kb; j += kN) {
-      const B scale = ScalesOf(k + t.d, k_stride, o, j, kb);
+      const B scale = ScalesOf(k + t.d, k_stride, j, kb);
       for (std::int64_t r = 0; r < rows_total; ++r) {
         float* at = s + r * t.block + j;
         (B::load_unaligned(at) * (scale * B(qscale[r]))).store_unaligned(at);
@@ -623,9 +606,8 @@ struct QuantAttender {
     for (std::int64_t r = 0; r < rows_total; ++r) mx[r] = B(0.0f);
     auto finite = B(0.0f) == B(0.0f);
     const B big(__FLT_MAX__);
-    const RowOffsets o = OffsetsOf(v_stride);
     for (std::int64_t j = 0; j < kb_pad; j += kN) {
-      const B scale = ScalesOf(v + t.dv, v_stride, o, j, kb);
+      const B scale = ScalesOf(v + t.dv, v_stride, j, kb);
       for (std::int64_t r = 0; r < rows_total; ++r) {
         float* at = s + r * t.block + j;
         const B p = B::load_unaligned(at);
@@ -651,7 +633,6 @@ struct QuantAttender {
                                    const IntDecode& id) {
     const std::int64_t groups = t.dv / kGroup;
     const std::int64_t kb_pad = (kb + kN - 1) / kN * kN;
-    const RowOffsets o = OffsetsOf(v_stride);
     const std::uint8_t* const scales = v + t.dv / 2;
     const B big(__FLT_MAX__);
     const auto visible = [](const B& p) {
@@ -665,7 +646,7 @@ struct QuantAttender {
       B top(0.0f);
       auto ok = B(0.0f) == B(0.0f);
       for (std::int64_t g = 0; g < groups; ++g) {
-        const B mag = AbsBits<Arch>(ScalesOf(scales + g * 4, v_stride, o, j, kb));
+        const B mag = AbsBits<Arch>(ScalesOf(scales + g * 4, v_stride, j, kb));
         ok = ok & (mag <= big);  // false for NaN too
         top = xsimd::select(mag > top, mag, top);
       }
@@ -694,9 +675,9 @@ struct QuantAttender {
     for (std::int64_t g = 0; g < groups; ++g) {
       for (std::int64_t j = 0; j < kb_pad; j += 2 * kN) {
         const bool two = j + kN < kb_pad;
-        const B first = finite_or_zero(ScalesOf(scales + g * 4, v_stride, o, j, kb));
+        const B first = finite_or_zero(ScalesOf(scales + g * 4, v_stride, j, kb));
         const B second =
-            two ? finite_or_zero(ScalesOf(scales + g * 4, v_stride, o, j + kN, kb)) : B(0.0f);
+            two ? finite_or_zero(ScalesOf(scales + g * 4, v_stride, j + kN, kb)) : B(0.0f);
         for (std::int64_t r = 0; r < rows_total; ++r) {
           const float* p = s + r * t.block + j;
           const B pi(inv[r]);

@@ -120,15 +120,13 @@ void StoreNarrowI8(const xsimd::batch<std::int32_t, Arch>& v, std::uint8_t* p) {
   __builtin_memcpy(p, &word, sizeof word);
 }
 
-// Lane i = the f32 at base + offsets[i] bytes, any alignment (lane by lane).
+// Lane i = the f32 at base + i * stride bytes, any alignment (lane by lane).
 template <class Arch>
-xsimd::batch<float, Arch> GatherF32Bytes(const std::uint8_t* base,
-                                         const xsimd::batch<std::int32_t, Arch>& offsets) {
-  alignas(16) std::int32_t at[4];
-  offsets.store_aligned(at);
-  alignas(16) float lanes[4];
-  for (int i = 0; i < 4; ++i) __builtin_memcpy(&lanes[i], base + at[i], sizeof(float));
-  return xsimd::batch<float, Arch>::load_aligned(lanes);
+__attribute__((always_inline)) inline xsimd::batch<float, Arch> StridedF32(const std::uint8_t* base,
+                                                                           std::int64_t stride) {
+  float f[4];
+  for (int i = 0; i < 4; ++i) __builtin_memcpy(&f[i], base + i * stride, sizeof(float));
+  return vld1q_f32(f);
 }
 
 // int16 multiply-add for the integer decode path of the quantized attend kernel

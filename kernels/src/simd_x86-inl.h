@@ -239,23 +239,37 @@ void StoreNarrowI8(const xsimd::batch<std::int32_t, Arch>& v, std::uint8_t* p) {
   }
 }
 
-// Lane i = the f32 at base + offsets[i] bytes, any alignment (vgatherdps with
-// byte offsets); SSE4.2 loads lane by lane.
+// Lane i = the f32 at base + i * stride bytes, any alignment: four scalar
+// loads inserted into each 128-bit lane. Not vgatherdps: on Zen 4 a gather is
+// microcoded and stalls the front end (docs/attention_tuning.md, "Scales
+// without gathers").
+__attribute__((always_inline)) inline __m128 LoadF32Bytes(const std::uint8_t* p) {
+  float f;
+  __builtin_memcpy(&f, p, sizeof f);
+  return _mm_set_ss(f);
+}
+__attribute__((always_inline)) inline __m128 StridedQuad(const std::uint8_t* base,
+                                                         std::int64_t stride) {
+  __m128 q = LoadF32Bytes(base);
+  q = _mm_insert_ps(q, LoadF32Bytes(base + stride), 0x10);
+  q = _mm_insert_ps(q, LoadF32Bytes(base + 2 * stride), 0x20);
+  return _mm_insert_ps(q, LoadF32Bytes(base + 3 * stride), 0x30);
+}
 template <class Arch>
-xsimd::batch<float, Arch> GatherF32Bytes(const std::uint8_t* base,
-                                         const xsimd::batch<std::int32_t, Arch>& offsets) {
+__attribute__((always_inline)) inline xsimd::batch<float, Arch> StridedF32(const std::uint8_t* base,
+                                                                           std::int64_t stride) {
   constexpr std::size_t kLanes = xsimd::batch<float, Arch>::size;
   if constexpr (kLanes == 16) {
-    return _mm512_i32gather_ps(offsets, base, 1);
+    const __m256 lo =
+        _mm256_set_m128(StridedQuad(base + 4 * stride, stride), StridedQuad(base, stride));
+    const __m256 hi = _mm256_set_m128(StridedQuad(base + 12 * stride, stride),
+                                      StridedQuad(base + 8 * stride, stride));
+    return _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1);
   } else if constexpr (kLanes == 8) {
-    return _mm256_i32gather_ps(reinterpret_cast<const float*>(base), offsets, 1);
+    return _mm256_set_m128(StridedQuad(base + 4 * stride, stride), StridedQuad(base, stride));
   } else {
-    alignas(16) std::int32_t at[kLanes];
-    offsets.store_aligned(at);
-    alignas(16) float lanes[kLanes];
-    for (std::size_t i = 0; i < kLanes; ++i)
-      __builtin_memcpy(&lanes[i], base + at[i], sizeof(float));
-    return xsimd::batch<float, Arch>::load_aligned(lanes);
+    static_assert(kLanes == 4, "unsupported batch width");
+    return StridedQuad(base, stride);
   }
 }
 
