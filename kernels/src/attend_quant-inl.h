@@ -226,6 +226,15 @@ struct QuantAttender {
   // pair broadcast serves two registers of values (int8), and each int4 run is
   // widened once for both its halves instead of once per half.
   static constexpr int kIntValueChunks = kN == 16 ? 2 : 1;
+  // int4 K on AVX-512 with d a multiple of kGroupBlock: the scores take 128
+  // values of four groups at a time, every int32 lane within one group
+  // (I16Dot::WidenI4Groups), so each key and row pay one conversion and one FMA
+  // per 128 values instead of one per run of 64 (docs/attention_tuning.md,
+  // "int4 scores by groups of lanes").
+  static constexpr std::int64_t kGroupBlock = 4 * kGroup;
+  static constexpr bool GroupLanes(std::int64_t d) {
+    return kK == DType::kI4 && kN == 16 && kGroup == 32 && d % kGroupBlock == 0;
+  }
   static constexpr std::int64_t kKMag = kK == DType::kI8 ? 128 : 8;  // max |stored value|
   static constexpr std::int64_t kVMag = kV == DType::kI8 ? 128 : 8;
 
@@ -278,7 +287,9 @@ struct QuantAttender {
   // Rounds each scaled query row in place to int16 (its first 2 d bytes; a value
   // is read before any write reaches it), qscale[r] its scale; for int4 K from
   // span order (ScaleQuery) to run order: each run of kRun values as its kL even
-  // values, then its kL odd ones. False, qs as it was, when a value is not finite.
+  // values, then its kL odd ones; or, GroupLanes, to block order: each block of
+  // kGroupBlock values as WidenI4Groups' even_a, odd_a, even_b, odd_b. False, qs
+  // as it was, when a value is not finite.
   static bool QuantizeQueries(std::int64_t rows_total, std::int64_t d, std::int64_t qd, float* qs,
                               float* qscale) {
     for (std::int64_t r = 0; r < rows_total; ++r) {
@@ -299,8 +310,27 @@ struct QuantAttender {
         const float x = __builtin_rintf(value * inv);
         return static_cast<std::int16_t>(x > range ? range : x < -range ? -range : x);
       };
+      // Where value v of the row sits in span order.
+      const auto span_at = [](std::int64_t v) {
+        const std::int64_t in_span = v % (2 * kN);
+        return v - in_span + (in_span % 2 == 0 ? 0 : kN) + in_span / 2;
+      };
       if constexpr (kK == DType::kI8) {
         for (std::int64_t c = 0; c < d; ++c) StoreI16(round(row[c]), row, c);
+      } else if (GroupLanes(d)) {
+        // Block c's int16 land on floats [c / 2, c / 2 + kGroupBlock / 2): read
+        // already (earlier blocks) or copied (block 0).
+        for (std::int64_t c = 0; c < d; c += kGroupBlock) {
+          alignas(64) float block[static_cast<std::size_t>(kGroupBlock)];
+          __builtin_memcpy(block, row + c, sizeof block);
+          for (std::int64_t i = 0; i < kGroupBlock; ++i) {
+            const std::int64_t part = i / 32;  // even_a, odd_a, even_b, odd_b
+            const std::int64_t lane = i % 32;
+            const std::int64_t v =
+                32 * (lane / 8) + 2 * (lane % 8) + part % 2 + (part >= 2 ? 16 : 0);
+            StoreI16(round(block[span_at(v)]), row, c + i);
+          }
+        }
       } else {
         // Run c's int16 land on floats [c / 2, c / 2 + kRun / 2): read already
         // (earlier runs) or copied (run 0).
@@ -308,9 +338,7 @@ struct QuantAttender {
           alignas(64) float run[static_cast<std::size_t>(kRun)];
           __builtin_memcpy(run, row + c, sizeof run);
           for (std::int64_t i = 0; i < kRun; ++i) {
-            const std::int64_t in_span = i % (2 * kN);  // value i in span order
-            const std::int64_t at = i - in_span + (in_span % 2 == 0 ? 0 : kN) + in_span / 2;
-            StoreI16(round(run[at]), row, c + (i % 2 == 0 ? 0 : kL) + i / 2);
+            StoreI16(round(run[span_at(i)]), row, c + (i % 2 == 0 ? 0 : kL) + i / 2);
           }
         }
       }
@@ -416,6 +444,40 @@ struct QuantAttender {
     Float::template StoreSums<R, K>(acc, out, out_stride, qscale);
   }
 
+  // IntDotsI4 for GroupLanes: q rows in block order. Key by key, so that only
+  // one key's four K registers are live beside the R x K sums.
+  template <int R, int K>
+  __attribute__((always_inline)) static void IntDotsI4Blocks(
+      const std::int16_t* q, std::int64_t q_stride, const float* qscale, const std::uint8_t* k,
+      std::int64_t k_stride, std::int64_t d, float* out, std::int64_t out_stride) {
+    constexpr int kRK = R * K;
+    B acc[static_cast<std::size_t>(kRK)];
+#pragma GCC unroll 32
+    for (int a = 0; a < kRK; ++a) acc[a] = B(0.0f);
+    for (std::int64_t c = 0; c < d; c += kGroupBlock) {
+#pragma GCC unroll 16
+      for (int j = 0; j < K; ++j) {
+        const std::uint8_t* row = k + j * k_stride;
+        I even_a;
+        I odd_a;
+        I even_b;
+        I odd_b;
+        Dot::WidenI4Groups(row + c / 2, even_a, odd_a, even_b, odd_b);
+        const B scale = Dot::GroupScales(row + d / 2 + c / kGroup * 4);
+#pragma GCC unroll 16
+        for (int r = 0; r < R; ++r) {
+          const std::int16_t* qr = q + r * q_stride + c;
+          I sum = Dot::Madd(even_a, Dot::Load(qr));
+          sum = Dot::MaddAdd(sum, odd_a, Dot::Load(qr + kL));
+          sum = Dot::MaddAdd(sum, even_b, Dot::Load(qr + 2 * kL));
+          sum = Dot::MaddAdd(sum, odd_b, Dot::Load(qr + 3 * kL));
+          acc[r * K + j] = xsimd::fma(xsimd::batch_cast<float>(sum), scale, acc[r * K + j]);
+        }
+      }
+    }
+    Float::template StoreSums<R, K>(acc, out, out_stride, qscale);
+  }
+
   // The scales of rows j .. j + kN - 1 (row i's at base + i * stride), 0 for rows
   // past kb - 1.
   static B ScalesOf(const std::uint8_t* base, std::int64_t stride, std::int64_t j,
@@ -455,6 +517,13 @@ struct QuantAttender {
           if constexpr (kK == DType::kI8) {
             IntDots<R, Kt>(q, q_stride, k + j * k_stride, k_stride, d, s + j, s_stride);
           } else {
+            if constexpr (kN == 16) {
+              if (GroupLanes(d)) {
+                IntDotsI4Blocks<R, Kt>(q, q_stride, qscale, k + j * k_stride, k_stride, d, s + j,
+                                       s_stride);
+                return;
+              }
+            }
             IntDotsI4<R, Kt>(q, q_stride, qscale, k + j * k_stride, k_stride, d, s + j, s_stride);
           }
         });

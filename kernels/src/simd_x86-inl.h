@@ -312,6 +312,35 @@ struct I16Dot {
     }
   }
 
+  // AVX-512 only: the 128 int4 values of 64 bytes, four scale groups of 32,
+  // widened to int16 so that Madd's int32 lane i sums values of group i / 4
+  // only. Lane k of each register (group k / 8) holds, for group g = k / 8 and
+  // m = k % 8: even_a value 32 g + 2 m, odd_a the one after it, even_b and
+  // odd_b the same 16 values on (the group's second half). One qword permute
+  // puts the first half of every group's bytes below the second halves.
+  __attribute__((always_inline)) static void WidenI4Groups(const std::uint8_t* p, I& even_a,
+                                                           I& odd_a, I& even_b, I& odd_b) {
+    static_assert(I::size == 16, "AVX-512 only");
+    const __m512i halves =
+        _mm512_permutexvar_epi64(_mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7), _mm512_loadu_si512(p));
+    const __m512i a = _mm512_cvtepi8_epi16(_mm512_castsi512_si256(halves));
+    const __m512i b = _mm512_cvtepi8_epi16(_mm512_extracti64x4_epi64(halves, 1));
+    even_a = _mm512_srai_epi16(_mm512_slli_epi16(a, 12), 12);
+    odd_a = _mm512_srai_epi16(a, 4);
+    even_b = _mm512_srai_epi16(_mm512_slli_epi16(b, 12), 12);
+    odd_b = _mm512_srai_epi16(b, 4);
+  }
+
+  // AVX-512 only: the four f32 scales at p (any alignment), lane i = scale i / 4:
+  // the scales of WidenI4Groups' groups, lane by lane as Madd leaves its sums.
+  __attribute__((always_inline)) static xsimd::batch<float, Arch> GroupScales(
+      const std::uint8_t* p) {
+    static_assert(I::size == 16, "AVX-512 only");
+    const __m512 four = _mm512_broadcast_f32x4(_mm_loadu_ps(reinterpret_cast<const float*>(p)));
+    return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3),
+                                 four);
+  }
+
   // kLanes int16 values.
   __attribute__((always_inline)) static I Load(const std::int16_t* p) {
     return I::load_unaligned(reinterpret_cast<const std::int32_t*>(p));
