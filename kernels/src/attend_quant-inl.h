@@ -323,11 +323,12 @@ struct QuantAttender {
         for (std::int64_t c = 0; c < d; c += kGroupBlock) {
           alignas(64) float block[static_cast<std::size_t>(kGroupBlock)];
           __builtin_memcpy(block, row + c, sizeof block);
+          constexpr std::int64_t kPerGroup = kL / 4;  // int16 lanes of a group per register
           for (std::int64_t i = 0; i < kGroupBlock; ++i) {
-            const std::int64_t part = i / 32;  // even_a, odd_a, even_b, odd_b
-            const std::int64_t lane = i % 32;
-            const std::int64_t v =
-                32 * (lane / 8) + 2 * (lane % 8) + part % 2 + (part >= 2 ? 16 : 0);
+            const std::int64_t part = i / kL;  // even_a, odd_a, even_b, odd_b
+            const std::int64_t lane = i % kL;
+            const std::int64_t v = kGroup * (lane / kPerGroup) + 2 * (lane % kPerGroup) + part % 2 +
+                                   (part >= 2 ? kGroup / 2 : 0);
             StoreI16(round(block[span_at(v)]), row, c + i);
           }
         }

@@ -296,10 +296,14 @@ struct I16Dot {
 
   // The 2 kLanes int4 values of kLanes bytes (two's complement nibbles, low
   // first) widened to int16: even gets values 0, 2, 4, ..., odd 1, 3, 5, ....
-  // A byte widened with its sign is 16 odd + (even & 15), so an arithmetic
-  // shift by 4 leaves odd, and moving the low nibble to the top and back leaves even.
   __attribute__((always_inline)) static void WidenI4(const std::uint8_t* p, I& even, I& odd) {
-    const I w = WidenI8(p);
+    SplitNibbles(WidenI8(p), even, odd);
+  }
+
+  // The two int4 values of each byte widened with its sign (w): a widened byte
+  // is 16 odd + (even & 15), so an arithmetic shift by 4 leaves odd, and moving
+  // the low nibble to the top and back leaves even.
+  __attribute__((always_inline)) static void SplitNibbles(const I& w, I& even, I& odd) {
     if constexpr (I::size == 16) {
       even = _mm512_srai_epi16(_mm512_slli_epi16(w, 12), 12);
       odd = _mm512_srai_epi16(w, 4);
@@ -323,12 +327,8 @@ struct I16Dot {
     static_assert(I::size == 16, "AVX-512 only");
     const __m512i halves =
         _mm512_permutexvar_epi64(_mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7), _mm512_loadu_si512(p));
-    const __m512i a = _mm512_cvtepi8_epi16(_mm512_castsi512_si256(halves));
-    const __m512i b = _mm512_cvtepi8_epi16(_mm512_extracti64x4_epi64(halves, 1));
-    even_a = _mm512_srai_epi16(_mm512_slli_epi16(a, 12), 12);
-    odd_a = _mm512_srai_epi16(a, 4);
-    even_b = _mm512_srai_epi16(_mm512_slli_epi16(b, 12), 12);
-    odd_b = _mm512_srai_epi16(b, 4);
+    SplitNibbles(_mm512_cvtepi8_epi16(_mm512_castsi512_si256(halves)), even_a, odd_a);
+    SplitNibbles(_mm512_cvtepi8_epi16(_mm512_extracti64x4_epi64(halves, 1)), even_b, odd_b);
   }
 
   // AVX-512 only: the four f32 scales at p (any alignment), lane i = scale i / 4:
