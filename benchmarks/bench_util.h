@@ -1,29 +1,32 @@
 #pragma once
-// Helpers shared by the benchmark files: buffers of any dtype filled
+// Helpers shared by the benchmark files: aligned buffers of any dtype filled
 // with deterministic values, a growing kernel workspace, and the label format the summary reads.
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <new>
 #include <span>
 #include <string>
 
 #include "ringkv/dtype.h"
-#include "ringkv/tensor.h"
 
 namespace ringkv::bench {
 
-// Uninitialised bytes in a ringkv::Storage, so that the benchmarks' K, V and
-// bandwidth buffers sit on the pages the library's own tensors and cache blocks
-// get (2 MiB-aligned and advised for huge pages from 2 MiB up).
+struct AlignedFree {
+  void operator()(void* p) const { ::operator delete[](p, std::align_val_t{64}); }
+};
+
+// 64 B-aligned, uninitialised.
 class Buffer {
  public:
   explicit Buffer(std::size_t bytes)
-      : storage_(std::make_unique<Storage>(bytes, Storage::Init::kUninitialized)) {}
-  void* Data() const { return storage_->Data(); }
-  std::size_t Bytes() const { return storage_->Bytes(); }
+      : bytes_(bytes), data_(::operator new[](bytes == 0 ? 64 : bytes, std::align_val_t{64})) {}
+  void* Data() const { return data_.get(); }
+  std::size_t Bytes() const { return bytes_; }
 
  private:
-  std::unique_ptr<Storage> storage_;
+  std::size_t bytes_;
+  std::unique_ptr<void, AlignedFree> data_;
 };
 
 // A kernel workspace that grows on the first call and is then reused, as in a Context.

@@ -13,12 +13,13 @@
 #include <cstring>
 #include <gsl/assert>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <new>
 #include <thread>
 #include <utility>
 #include <vector>
 
-#include "bench_util.h"
 #include "fma_chains.h"
 #include "ringkv/kernels/kernel_table.h"
 
@@ -26,6 +27,16 @@ namespace ringkv::bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+struct AlignedDelete {
+  void operator()(float* p) const { ::operator delete[](p, std::align_val_t{64}); }
+};
+using FloatBuffer = std::unique_ptr<float[], AlignedDelete>;
+
+FloatBuffer AllocFloats(std::size_t n) {
+  auto* p = static_cast<float*>(::operator new[](n * sizeof(float), std::align_val_t{64}));
+  return FloatBuffer(p);
+}
 
 bool HasAvx2Fma() { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
 
@@ -116,16 +127,13 @@ std::atomic<float> g_sink{0.0f};  // keeps the sums alive
 // A buffer of `bytes` split into per-thread slices of whole 256 B blocks.
 struct Slices {
   Slices(std::size_t bytes, int threads)
-      : floats((std::max<std::size_t>(bytes, 4096) / 256) * 64),
-        buffer(floats * sizeof(float)),
-        data(static_cast<float*>(buffer.Data())) {
+      : floats((std::max<std::size_t>(bytes, 4096) / 256) * 64), data(AllocFloats(floats)) {
     // Touch every page (and fill with something non-trivial) before timing.
     for (std::size_t i = 0; i < floats; ++i) data[i] = static_cast<float>(i & 1023) * 1e-3f;
     per_thread = (floats / 64 / static_cast<std::size_t>(threads)) * 64;
   }
   std::size_t floats;
-  Buffer buffer;  // on the pages K and V get
-  float* data;
+  FloatBuffer data;
   std::size_t per_thread = 0;
 };
 
@@ -145,7 +153,7 @@ double MeasureReadBandwidth(std::size_t bytes, int threads) {
   const bool avx2 = HasAvx2Fma();
   const std::size_t passes = bytes >= kStreamBytes / 2 ? 1 : PassesFor(bytes);
   const auto work = [&](int t) {
-    const float* p = s.data + static_cast<std::size_t>(t) * s.per_thread;
+    const float* p = s.data.get() + static_cast<std::size_t>(t) * s.per_thread;
     float sum = 0.0f;
     for (std::size_t r = 0; r < passes; ++r) {
       sum += avx2 ? ReadAvx2(p, s.per_thread) : ReadSse2(p, s.per_thread);
@@ -167,7 +175,7 @@ double MeasureMemcpyBandwidth(std::size_t bytes, int threads) {
   const auto work = [&](int t) {
     const std::size_t offset = static_cast<std::size_t>(t) * src.per_thread;
     for (std::size_t r = 0; r < passes; ++r) {
-      std::memcpy(dst.data + offset, src.data + offset, src.per_thread * sizeof(float));
+      std::memcpy(dst.data.get() + offset, src.data.get() + offset, src.per_thread * sizeof(float));
     }
   };
   work(0);

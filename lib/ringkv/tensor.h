@@ -25,18 +25,10 @@
 
 namespace ringkv {
 
-// Owned, 64-byte-aligned bytes (4 KiB-aligned from kHugePageBytes up), or
-// bytes borrowed from a caller (Tensor::Borrow).
+// Owned, 64-byte-aligned bytes, or bytes borrowed from a caller (Tensor::Borrow).
 class Storage {
  public:
   enum class Init : std::uint8_t { kZero, kUninitialized };
-
-  // From this many bytes up, owned storage asks Linux for transparent huge
-  // pages (madvise): a decode step reads its K/V from DRAM faster on 2 MiB pages
-  // than on 4 KiB ones (docs/attention_tuning.md). It then starts up to 15 4 KiB
-  // pages into its first huge page, the number taken from the address, so that
-  // two large buffers rarely start at the same offset in their huge pages.
-  static constexpr std::size_t kHugePageBytes = std::size_t{2} << 20;
 
   // kUninitialized is for buffers that are written in full before they are read:
   // zeroing a fresh 1 MiB cache block cost more than the token writes into it.

@@ -149,52 +149,5 @@ TEST(BlockStore, EmptyStoreAdoptsThePhase) {
   EXPECT_TRUE(store.SameBlock(0, source, 1));
 }
 
-// Where a block's bytes are: the store carves blocks out of chunks that hold as
-// many blocks as it already has (1, 1, 2, 4, ...), up to a huge page's worth.
-std::uintptr_t Address(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
-
-TEST(BlockStore, BlocksAreCarvedFromChunksThatGrowWithTheStore) {
-  BlockStore store(4);
-  store.SetLayout(DefaultLayout());
-  store.Resize(8 * 4);
-  ASSERT_EQ(store.BlockCount(), 8u);
-  constexpr std::uintptr_t kBlock = 4 * 2 * (8 + 4) * 4;  // 384 B: K then V
-  constexpr std::uintptr_t kKeys = 4 * 2 * 8 * 4;
-  for (std::size_t b = 0; b < 8; ++b) {
-    EXPECT_EQ(Address(store.ValueData(b)), Address(store.KeyData(b)) + kKeys) << b;
-  }
-  // Chunks {0}, {1}, {2, 3}, {4, 5, 6, 7}.
-  EXPECT_EQ(Address(store.KeyData(3)), Address(store.KeyData(2)) + kBlock);
-  for (std::size_t b = 5; b < 8; ++b) {
-    EXPECT_EQ(Address(store.KeyData(b)), Address(store.KeyData(4)) + (b - 4) * kBlock) << b;
-  }
-  EXPECT_EQ(Slots(Filled(40, 4), 0, 40), Range(0, 40));  // rows written through the chunks
-}
-
-TEST(BlockStore, ACopyGetsNoRoomInTheChunkItCameFrom) {
-  BlockStore store(4);
-  store.SetLayout(DefaultLayout());
-  store.Resize(3 * 4);  // blocks 0, 1, 2; the chunk of 2 and 3 has room for block 3
-  BlockStore copy = store;
-  copy.Resize(4 * 4);
-  store.Resize(4 * 4);
-  EXPECT_EQ(Address(store.KeyData(3)), Address(store.KeyData(2)) + 4 * 2 * (8 + 4) * 4);
-  EXPECT_FALSE(store.SameBlock(3, copy, 3));
-  EXPECT_NE(store.KeyData(3), copy.KeyData(3));
-}
-
-TEST(BlockStore, ChunksGrowToAHugePage) {
-  // f16, Hkv 8, D 128, 256 tokens: 1 MiB blocks, two to a huge page.
-  BlockStore store(256);
-  store.SetLayout(KvLayout{DType::kF16, DType::kF16, 8, 128, 128});
-  store.Resize(6 * 256);
-  constexpr std::uintptr_t kMiB = std::uintptr_t{1} << 20;
-  // Chunks {0}, {1}, {2, 3}, {4, 5}: the last two are 2 MiB, large storage (page-aligned).
-  for (const std::size_t first : {std::size_t{2}, std::size_t{4}}) {
-    EXPECT_EQ(Address(store.KeyData(first)) % 4096, 0u) << first;
-    EXPECT_EQ(Address(store.KeyData(first + 1)), Address(store.KeyData(first)) + kMiB) << first;
-  }
-}
-
 }  // namespace
 }  // namespace ringkv::detail

@@ -45,8 +45,6 @@ BlockStore& BlockStore::operator=(const BlockStore& other) {
   has_layout_ = other.has_layout_;
   head_ = other.head_;
   length_ = other.length_;
-  chunk_ = Tensor();  // a copy shares blocks, never the room left for new ones
-  chunk_used_ = 0;
   return *this;
 }
 
@@ -56,9 +54,7 @@ BlockStore::BlockStore(BlockStore&& other) noexcept
       has_layout_(other.has_layout_),
       blocks_(std::move(other.blocks_)),
       head_(other.head_),
-      length_(other.length_),
-      chunk_(std::move(other.chunk_)),
-      chunk_used_(other.chunk_used_) {
+      length_(other.length_) {
   // Views of `other` name `other`, not this store: they must go stale. The epoch
   // object is reused (this store has no views yet).
   other.InvalidateViews();
@@ -66,8 +62,6 @@ BlockStore::BlockStore(BlockStore&& other) noexcept
   other.blocks_.clear();
   other.head_ = 0;
   other.length_ = 0;
-  other.chunk_ = Tensor();
-  other.chunk_used_ = 0;
 }
 
 BlockStore& BlockStore::operator=(BlockStore&& other) noexcept {
@@ -80,13 +74,9 @@ BlockStore& BlockStore::operator=(BlockStore&& other) noexcept {
   blocks_ = std::move(other.blocks_);
   head_ = other.head_;
   length_ = other.length_;
-  chunk_ = std::move(other.chunk_);
-  chunk_used_ = other.chunk_used_;
   other.blocks_.clear();
   other.head_ = 0;
   other.length_ = 0;
-  other.chunk_ = Tensor();
-  other.chunk_used_ = 0;
   return *this;
 }
 
@@ -95,10 +85,6 @@ BlockStore::~BlockStore() { InvalidateViews(); }
 void BlockStore::SetLayout(const KvLayout& layout) noexcept {
   Expects(length_ == 0 || layout == layout_);
   InvalidateViews();
-  if (!(layout == layout_)) {
-    chunk_ = Tensor();
-    chunk_used_ = 0;
-  }
   layout_ = layout;
   has_layout_ = true;
 }
@@ -107,35 +93,14 @@ std::size_t BlockStore::AllocatedBytes() const noexcept {
   return blocks_.size() * static_cast<std::size_t>(block_tokens_) * layout_.BytesPerToken();
 }
 
-std::int64_t BlockStore::ChunkBlocks() const noexcept {
-  const std::size_t block = static_cast<std::size_t>(block_tokens_) * layout_.BytesPerToken();
-  const std::size_t fill = (Storage::kHugePageBytes + block - 1) / block;
-  return static_cast<std::int64_t>(std::clamp<std::size_t>(blocks_.size(), 1, fill));
-}
-
-std::shared_ptr<BlockStore::Block> BlockStore::NewBlock() {
+std::shared_ptr<BlockStore::Block> BlockStore::NewBlock() const {
   Expects(has_layout_);
   const KvLayout& l = layout_;
-  const DType carrier = CarrierDtype(l.key_dtype);
-  // Float K and V share a dtype and quantized sides are f32 carriers: one chunk holds both.
-  Expects(CarrierDtype(l.value_dtype) == carrier);
-  const std::int64_t k_columns = CarrierColumns(l.key_dtype, l.k_dim);
-  const std::int64_t v_columns = CarrierColumns(l.value_dtype, l.v_dim);
-  const std::int64_t k_elements = l.heads * block_tokens_ * k_columns;
-  const std::int64_t v_elements = l.heads * block_tokens_ * v_columns;
-  if (chunk_.Empty() || chunk_used_ + k_elements + v_elements > chunk_.NumElements()) {
-    // Blocks are written in full before they are read (Resize): no need to zero.
-    chunk_ = Tensor::Uninitialized(carrier, {ChunkBlocks() * (k_elements + v_elements)});
-    chunk_used_ = 0;
-  }
-  const std::int64_t k_begin = chunk_used_;
-  const std::int64_t v_begin = k_begin + k_elements;
-  auto block = std::make_shared<Block>(
-      Block{chunk_.Slice(0, k_begin, v_begin).Reshape({1, l.heads, block_tokens_, k_columns}),
-            chunk_.Slice(0, v_begin, v_begin + v_elements)
-                .Reshape({1, l.heads, block_tokens_, v_columns})});
-  chunk_used_ = v_begin + v_elements;
-  return block;
+  return std::make_shared<Block>(Block{
+      Tensor::Uninitialized(CarrierDtype(l.key_dtype),
+                            {1, l.heads, block_tokens_, CarrierColumns(l.key_dtype, l.k_dim)}),
+      Tensor::Uninitialized(CarrierDtype(l.value_dtype),
+                            {1, l.heads, block_tokens_, CarrierColumns(l.value_dtype, l.v_dim)})});
 }
 
 BlockStore::Block& BlockStore::Writable(std::size_t block) {
@@ -200,8 +165,6 @@ void BlockStore::DropFront(std::int64_t n) {
 void BlockStore::Clear() noexcept {
   InvalidateViews();
   blocks_.clear();
-  chunk_ = Tensor();
-  chunk_used_ = 0;
   head_ = 0;
   length_ = 0;
 }

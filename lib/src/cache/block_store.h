@@ -141,14 +141,7 @@ class BlockStore {
     Tensor values;  // [1, Hkv, block_tokens, CarrierColumns(value_dtype, Dv)]
   };
 
-  // A fresh block carved out of chunk_, which is replaced by a new chunk when
-  // it has no room left (ChunkBlocks).
-  std::shared_ptr<Block> NewBlock();
-  // Blocks the next chunk holds: as many as the store holds now (at least 1),
-  // capped at enough to fill a huge page. Storage of a huge page or more gets
-  // huge pages (tensor.h) and these blocks are what decode reads; growing with
-  // the store keeps a short cache's memory close to its blocks.
-  std::int64_t ChunkBlocks() const noexcept;
+  std::shared_ptr<Block> NewBlock() const;
   // Copies the stored rows of `seg` (this layout's, as View() hands them out) into
   // slots [slot, slot + seg length), bits unchanged.
   void WriteStored(std::int64_t slot, const Segment& seg);
@@ -161,11 +154,6 @@ class BlockStore {
   std::int64_t head_ = 0;    // row of slot 0 inside blocks_[0], in [0, block_tokens)
   std::int64_t length_ = 0;  // slots; blocks_ covers exactly head_ + length_ rows, rounded up
   std::shared_ptr<ViewEpoch> epoch_;
-  // The last chunk's memory (flat, of the blocks' carrier dtype), of which the
-  // first chunk_used_ elements went to blocks. Blocks keep their chunk alive;
-  // the store's own reference goes with Clear(), a layout change or a copy.
-  Tensor chunk_;
-  std::int64_t chunk_used_ = 0;
 };
 
 template <class Fn>

@@ -58,26 +58,12 @@ std::int64_t BlockPool::Free() const {
   return static_cast<std::int64_t>(free_.size());
 }
 
-std::int64_t BlockPool::BlocksPerChunk() const noexcept {
-  const std::size_t block = layout_.BlockBytes();
-  return static_cast<std::int64_t>(
-      block >= Storage::kHugePageBytes ? 1 : (Storage::kHugePageBytes + block - 1) / block);
-}
-
 void BlockPool::AllocateLocked(BlockId block) {
-  if (!memory_[static_cast<std::size_t>(block)].Empty()) return;
-  // Blocks smaller than a huge page share one Storage with their neighbours
-  // (Take hands blocks out in order, so they fill it in turn): only storage of
-  // a huge page or more gets huge pages (tensor.h), and the step reads them.
-  const std::int64_t per_chunk = BlocksPerChunk();
-  const std::int64_t first = block / per_chunk * per_chunk;
-  const std::int64_t count = std::min(per_chunk, Capacity() - first);
+  Tensor& memory = memory_[static_cast<std::size_t>(block)];
+  if (!memory.Empty()) return;
   // Every row is written before any owner reads it: no need to zero.
   const auto elements = static_cast<std::int64_t>(layout_.BlockBytes() / SizeOf(layout_.Element()));
-  const Tensor chunk = Tensor::Uninitialized(layout_.Element(), {count * elements});
-  for (std::int64_t i = 0; i < count; ++i) {
-    memory_[static_cast<std::size_t>(first + i)] = chunk.Slice(0, i * elements, (i + 1) * elements);
-  }
+  memory = Tensor::Uninitialized(layout_.Element(), {elements});
 }
 
 BlockId BlockPool::Take() {

@@ -76,9 +76,8 @@ class BlockPool {
   std::int64_t Free() const;
 
   // Takes a free block (reference count 0, high water 0) for the caller to
-  // Retain, or to Give back unused. Allocates the block's memory on first use,
-  // with its chunk's neighbours (BlocksPerChunk): throws ringkv::Error when that
-  // fails, the pool unchanged. Expects Free() > 0.
+  // Retain, or to Give back unused. Allocates the block's memory on first use:
+  // throws ringkv::Error when that fails, the pool unchanged. Expects Free() > 0.
   BlockId Take();
   void Give(BlockId block) noexcept;
   // Allocates the memory of every block (a reserve pass), so no later Take allocates.
@@ -92,10 +91,6 @@ class BlockPool {
     return high_water_[static_cast<std::size_t>(block)];
   }
   void RaiseHighWater(BlockId block, std::int32_t row) noexcept;
-
-  // Blocks allocated together in one Storage: enough to fill a huge page
-  // (Storage::kHugePageBytes), or 1 when a block alone does.
-  std::int64_t BlocksPerChunk() const noexcept;
 
   std::byte* Data(BlockId block) noexcept;
   const std::byte* Data(BlockId block) const noexcept;
@@ -115,9 +110,8 @@ class BlockPool {
   void AllocateLocked(BlockId block);
 
   PoolLayout layout_;
-  // Per block: Element() [BlockBytes() / e] flat, a view of its chunk's memory;
-  // empty until the chunk is first used.
-  std::vector<Tensor> memory_;
+  std::vector<Tensor>
+      memory_;  // per block: Element() [BlockBytes() / e] flat, empty until first used
   std::vector<std::int32_t> refs_;        // per block
   std::vector<std::int32_t> high_water_;  // per block, in [0, T]
   std::vector<BlockId> free_;             // capacity reserved up front: releasing never allocates
