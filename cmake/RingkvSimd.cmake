@@ -22,6 +22,11 @@ function(ringkv_add_isa_kernels name)
   if(RINGKV_ASAN)
     target_compile_options(${name} PRIVATE -fno-sanitize-address-use-after-scope)
   endif()
+  # Every kernel function starts on a cache line, so that its loops keep their
+  # alignment when unrelated code above them grows or shrinks: without it, a
+  # change elsewhere in a unit moved the f16 decode's V loop and made it several
+  # per cent slower or faster (docs/attention_tuning.md, "Function alignment").
+  target_compile_options(${name} PRIVATE -falign-functions=64)
   set_target_properties(${name} PROPERTIES POSITION_INDEPENDENT_CODE ON)
   ringkv_set_warnings(${name})
 endfunction()
