@@ -634,63 +634,139 @@ struct Attender {
   // scans it for NaN. A hidden key (score -inf) gets p = -0.0, which
   // AccumulateRows<..., true> skips so that a NaN in its V cannot reach the row;
   // rows without one keep the plain exp. Returns whether any p is -0.0.
+  //
+  // Rows go kN at a time: one row alone is a chain of dependent steps (its max
+  // across lanes, then exp(m_old - m_new), then the exps, then the sum across
+  // lanes) too long for the out-of-order window to overlap with the next row's,
+  // while kN rows share one transpose for their maxima, one exp for their alphas
+  // and one transpose-add for their sums (docs/attention_tuning.md, "Softmax kN
+  // rows at a time").
   static bool Softmax(const AttendTile& t, std::int64_t rows_total, std::int64_t kb, float* s,
                       float* alpha) {
-    const std::int64_t kb_pad = (kb + kN - 1) / kN * kN;
-    const std::int64_t kb_full = kb - kb % kN;  // padding lanes (>= kb) are never accumulated
-    const B neg_inf(kAttendNegInf);
-    const B hidden_p(-0.0f);
     bool any_hidden = false;
-    for (std::int64_t r = 0; r < rows_total; ++r) {
+    std::int64_t r = 0;
+    for (; r + kN <= rows_total; r += kN) any_hidden |= SoftmaxRows(t, r, kb, s, alpha);
+    for (; r < rows_total; ++r) {
       float* sr = s + r * t.block;
-      for (std::int64_t j = kb; j < kb_pad; ++j) sr[j] = kAttendNegInf;
-      B mx(kAttendNegInf);
-      B lo(0.0f);  // min over the real keys: -inf iff one is hidden
-      for (std::int64_t j = 0; j < kb_full; j += kN) {
-        const B x = B::load_unaligned(sr + j);
-        mx = xsimd::max(mx, x);
-        lo = xsimd::min(lo, x);
-      }
-      bool row_hidden = xsimd::any(lo == neg_inf);
-      for (std::int64_t j = kb_full; j < kb; ++j) row_hidden |= sr[j] == kAttendNegInf;
-      if (kb_full < kb_pad) mx = xsimd::max(mx, B::load_unaligned(sr + kb_full));
-      const float block_max = ReduceMax<Arch>(mx);
+      bool row_hidden = false;
+      const float block_max = ReduceMax<Arch>(ScanRow(sr, kb, row_hidden));
       const float m_old = t.m[r];
       const float m_new = block_max > m_old ? block_max : m_old;  // a NaN m_old sticks
       if (m_new == kAttendNegInf) {
-        // Nothing visible so far: keep the empty state, unless a NaN hid from the max.
-        bool nan = false;
-        for (std::int64_t j = 0; j < kb; ++j) nan |= sr[j] != sr[j];
-        alpha[r] = nan ? __builtin_nanf("") : 1.0f;  // NaN: acc * alpha poisons acc
-        if (nan) t.m[r] = t.l[r] = __builtin_nanf("");
-        for (std::int64_t j = 0; j < kb_pad; j += kN) hidden_p.store_unaligned(sr + j);
+        EmptyRow(t, r, kb, sr, alpha);
         any_hidden = true;
         continue;
       }
       alignas(64) float lanes[B::size];
       ExpNonPositive<Arch>(B(m_old - m_new)).store_aligned(lanes);
       alpha[r] = lanes[0];
-      const B mn(m_new);
-      B sum(0.0f);
-      if (row_hidden) {
-        for (std::int64_t j = 0; j < kb_pad; j += kN) {
-          const B x = B::load_unaligned(sr + j);
-          const B pj = xsimd::select(x == neg_inf, hidden_p, ExpNonPositive<Arch>(x - mn));
-          pj.store_unaligned(sr + j);
-          sum += pj;
-        }
-      } else {
-        for (std::int64_t j = 0; j < kb_pad; j += kN) {
-          const B pj = ExpNonPositive<Arch>(B::load_unaligned(sr + j) - mn);
-          pj.store_unaligned(sr + j);
-          sum += pj;
-        }
-      }
       any_hidden |= row_hidden;
-      t.l[r] = t.l[r] * alpha[r] + ReduceAdd<Arch>(sum);
+      t.l[r] = t.l[r] * alpha[r] + ReduceAdd<Arch>(ExpRow(sr, kb, m_new, row_hidden));
       t.m[r] = m_new;
     }
     return any_hidden;
+  }
+
+  // Rows r0 .. r0 + kN - 1 of Softmax, with the same results as one at a time:
+  // the lane-wise maximum after the transpose keeps ReduceMax's order and ties.
+  static bool SoftmaxRows(const AttendTile& t, std::int64_t r0, std::int64_t kb, float* s,
+                          float* alpha) {
+    const B neg_inf(kAttendNegInf);
+    B rows[static_cast<std::size_t>(kN)];
+    std::uint32_t hidden = 0;
+    for (std::int64_t i = 0; i < kN; ++i) {
+      bool row_hidden = false;
+      rows[i] = ScanRow(s + (r0 + i) * t.block, kb, row_hidden);
+      hidden |= static_cast<std::uint32_t>(row_hidden) << i;
+    }
+    Transpose<Arch>(rows);
+    B block_max = rows[0];
+#pragma GCC unroll 16
+    for (std::int64_t c = 1; c < kN; ++c) {
+      block_max = xsimd::select(rows[c] > block_max, rows[c], block_max);
+    }
+    const B m_old = B::load_unaligned(t.m + r0);
+    const B m_new = xsimd::select(block_max > m_old, block_max, m_old);  // a NaN m_old sticks
+    const auto empty = m_new == neg_inf;
+    const B a = xsimd::select(empty, B(1.0f),
+                              ExpNonPositive<Arch>(xsimd::select(empty, B(0.0f), m_old - m_new)));
+    a.store_unaligned(alpha + r0);
+    m_new.store_unaligned(t.m + r0);
+    alignas(64) float mn[B::size];
+    m_new.store_aligned(mn);
+    std::uint32_t empty_rows = 0;
+    for (std::int64_t i = 0; i < kN; ++i) {
+      float* sr = s + (r0 + i) * t.block;
+      if (mn[i] == kAttendNegInf) {
+        empty_rows |= std::uint32_t{1} << i;
+        rows[i] = B(0.0f);
+        continue;
+      }
+      rows[i] = ExpRow(sr, kb, mn[i], ((hidden >> i) & 1U) != 0);
+    }
+    (B::load_unaligned(t.l + r0) * a + TransposeAdd<Arch>(rows)).store_unaligned(t.l + r0);
+    for (std::int64_t i = 0; i < kN; ++i) {
+      if (((empty_rows >> i) & 1U) != 0) EmptyRow(t, r0 + i, kb, s + (r0 + i) * t.block, alpha);
+    }
+    return hidden != 0 || empty_rows != 0;
+  }
+
+  // Pads a row's scores with -inf up to whole batches; returns the batch of
+  // maxima over its keys, and whether one of them is hidden (-inf).
+  __attribute__((always_inline)) static B ScanRow(float* sr, std::int64_t kb, bool& row_hidden) {
+    const std::int64_t kb_pad = (kb + kN - 1) / kN * kN;
+    const std::int64_t kb_full = kb - kb % kN;  // padding lanes (>= kb) are never accumulated
+    const B neg_inf(kAttendNegInf);
+    for (std::int64_t j = kb; j < kb_pad; ++j) sr[j] = kAttendNegInf;
+    B mx(kAttendNegInf);
+    B lo(0.0f);  // min over the real keys: -inf iff one is hidden
+    for (std::int64_t j = 0; j < kb_full; j += kN) {
+      const B x = B::load_unaligned(sr + j);
+      mx = xsimd::max(mx, x);
+      lo = xsimd::min(lo, x);
+    }
+    row_hidden = xsimd::any(lo == neg_inf);
+    for (std::int64_t j = kb_full; j < kb; ++j) row_hidden |= sr[j] == kAttendNegInf;
+    if (kb_full < kb_pad) mx = xsimd::max(mx, B::load_unaligned(sr + kb_full));
+    return mx;
+  }
+
+  // p = exp(s - m_new) over a row's keys in place (hidden keys -0.0); returns
+  // the batch of their sums.
+  __attribute__((always_inline)) static B ExpRow(float* sr, std::int64_t kb, float m_new,
+                                                 bool row_hidden) {
+    const std::int64_t kb_pad = (kb + kN - 1) / kN * kN;
+    const B neg_inf(kAttendNegInf);
+    const B hidden_p(-0.0f);
+    const B mn(m_new);
+    B sum(0.0f);
+    if (row_hidden) {
+      for (std::int64_t j = 0; j < kb_pad; j += kN) {
+        const B x = B::load_unaligned(sr + j);
+        const B pj = xsimd::select(x == neg_inf, hidden_p, ExpNonPositive<Arch>(x - mn));
+        pj.store_unaligned(sr + j);
+        sum += pj;
+      }
+    } else {
+      for (std::int64_t j = 0; j < kb_pad; j += kN) {
+        const B pj = ExpNonPositive<Arch>(B::load_unaligned(sr + j) - mn);
+        pj.store_unaligned(sr + j);
+        sum += pj;
+      }
+    }
+    return sum;
+  }
+
+  // A row that sees no key so far: it keeps its empty state (every p of the
+  // block -0.0, alpha 1), unless a NaN hid from the max, which makes it NaN.
+  static void EmptyRow(const AttendTile& t, std::int64_t r, std::int64_t kb, float* sr,
+                       float* alpha) {
+    const std::int64_t kb_pad = (kb + kN - 1) / kN * kN;
+    bool nan = false;
+    for (std::int64_t j = 0; j < kb; ++j) nan |= sr[j] != sr[j];
+    alpha[r] = nan ? __builtin_nanf("") : 1.0f;  // NaN: acc * alpha poisons acc
+    if (nan) t.m[r] = t.l[r] = __builtin_nanf("");
+    for (std::int64_t j = 0; j < kb_pad; j += kN) B(-0.0f).store_unaligned(sr + j);
   }
 
   // The tile's scratch as the block steps use it.
