@@ -555,6 +555,13 @@ struct Attender {
     return false;
   }
 
+  // Hides the keys of a row outside [lo, hi) (lo >= 0, hi <= kb): two fills the
+  // compiler vectorises, rather than a test per key.
+  static void HideOutside(float* sr, std::int64_t lo, std::int64_t hi, std::int64_t kb) {
+    for (std::int64_t j = 0; j < lo && j < kb; ++j) sr[j] = kAttendNegInf;
+    for (std::int64_t j = hi > lo ? hi : lo; j < kb; ++j) sr[j] = kAttendNegInf;
+  }
+
   // Row ranges: only rows whose range does not cover the whole block are masked key by key.
   static void MaskRowRanges(const AttendTile& t, std::int64_t tb, std::int64_t kb, float* s) {
     for (std::int64_t i = 0; i < t.rows; ++i) {
@@ -565,9 +572,7 @@ struct Attender {
       if (lo == 0 && hi == kb) continue;
       for (std::int64_t g = 0; g < t.heads; ++g) {
         float* sr = s + (g * t.rows + i) * t.block;
-        for (std::int64_t j = 0; j < kb; ++j) {
-          if (j < lo || j >= hi) sr[j] = kAttendNegInf;
-        }
+        HideOutside(sr, lo, hi, kb);
       }
     }
   }
@@ -594,9 +599,7 @@ struct Attender {
           hi = hi > kb ? kb : hi;
           for (std::int64_t g = 0; g < t.heads; ++g) {
             float* sr = s + (g * t.rows + i) * t.block;
-            for (std::int64_t j = 0; j < kb; ++j) {
-              if (j < lo || j >= hi) sr[j] = kAttendNegInf;
-            }
+            HideOutside(sr, lo, hi, kb);
           }
         }
       }
