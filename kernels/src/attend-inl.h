@@ -27,7 +27,8 @@ constexpr float kAttendNegInf = -__builtin_inff();
 
 // exp(x) for x <= 0 (the online softmax only needs exp(s - max) and
 // exp(m_old - m_new)); x < -87.3 (and -inf) gives 0. Cephes' expf: x = n ln2 + r,
-// |r| <= ln2 / 2, exp(r) by a degree-6 polynomial, 2^n through the exponent bits.
+// |r| <= ln2 / 2, exp(r) by a degree-6 polynomial, 2^n through the exponent bits
+// (or vscalefps, kScalef, which is the same correctly rounded product).
 // Our own rather than xsimd::exp: at -O0 that one leaves weak, arch-less
 // instances (xsimd::constants::maxlog<float>() ...) in every ISA object, which
 // the linkage rule forbids (tools/check_isa_linkage.sh).
@@ -49,10 +50,14 @@ __attribute__((always_inline)) inline FloatBatch<Arch> ExpNonPositive(const Floa
   y = xsimd::fma(y, r, B(1.6666665459e-1f));
   y = xsimd::fma(y, r, B(5.0000001201e-1f));
   y = xsimd::fma(y, r * r, r + B(1.0f));
-  // n + 127 is in [1, 127] here, so the float -> uint32 conversion is exact.
-  const U bits = xsimd::batch_cast<std::uint32_t>(n + B(127.0f)) << 23;
-  const B scaled = y * BitCast<float>(bits);
-  return xsimd::select(x < B(-87.0f), B(0.0f), scaled);
+  if constexpr (kScalef<Arch>) {
+    return ScalefUnless<Arch>(y, n, x < B(-87.0f));
+  } else {
+    // n + 127 is in [1, 127] here, so the float -> uint32 conversion is exact.
+    const U bits = xsimd::batch_cast<std::uint32_t>(n + B(127.0f)) << 23;
+    const B scaled = y * BitCast<float>(bits);
+    return xsimd::select(x < B(-87.0f), B(0.0f), scaled);
+  }
 }
 
 // Loads p into a register that the compiler must keep as such. Zen 3 loads at

@@ -33,6 +33,15 @@ __attribute__((always_inline)) inline void PinToVectorRegister(Register& raw) {
 template <class Arch>
 constexpr bool kNativeF16 = true;
 
+// No one-instruction power-of-two scaling here (simd_x86-inl.h): the exp sets
+// the exponent bits itself.
+template <class Arch>
+constexpr bool kScalef = false;
+template <class Arch>
+xsimd::batch<float, Arch> ScalefUnless(const xsimd::batch<float, Arch>& y,
+                                       const xsimd::batch<float, Arch>& n,
+                                       const xsimd::batch_bool<float, Arch>& zero);
+
 // No bf16 dot products here (simd_x86-inl.h): bf16 K is widened to f32.
 template <class Arch>
 constexpr bool kBf16Dot = false;

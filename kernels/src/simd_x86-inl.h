@@ -28,6 +28,21 @@ template <class Arch>
 constexpr bool kNativeF16 =
     std::is_base_of_v<xsimd::avx2, Arch> || std::is_base_of_v<xsimd::avx512f, Arch>;
 
+// Whether the tier scales by a power of two in one instruction (vscalefps,
+// AVX-512F), which spares the exp of attend-inl.h its exponent-bit arithmetic.
+template <class Arch>
+constexpr bool kScalef = std::is_base_of_v<xsimd::avx512f, Arch>;
+
+// y * 2^n lane by lane for integral n, and +0 in the lanes of `zero`; only for
+// kScalef archs. Correctly rounded like a multiply by the power of two.
+template <class Arch>
+__attribute__((always_inline)) inline xsimd::batch<float, Arch> ScalefUnless(
+    const xsimd::batch<float, Arch>& y, const xsimd::batch<float, Arch>& n,
+    const xsimd::batch_bool<float, Arch>& zero) {
+  const auto keep = static_cast<__mmask16>(~static_cast<__mmask16>(zero));
+  return _mm512_maskz_scalef_ps(keep, y, n);
+}
+
 // Loads xsimd::batch<float, Arch>::size f16 values as f32 (vcvtph2ps); only
 // for kNativeF16 archs.
 template <class Arch>
