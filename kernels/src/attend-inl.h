@@ -10,6 +10,7 @@
 //                                 vectors held across the whole block
 // Everything lives in an anonymous namespace (internal linkage, see
 // simd_compat-inl.h); no std:: function templates, no std containers.
+#include <cstddef>
 #include <cstdint>
 #include <exception>
 #include <type_traits>
@@ -70,6 +71,86 @@ __attribute__((always_inline)) inline FloatBatch<Arch> LoadInRegister(const floa
   PinToVectorRegister(raw);
   return FloatBatch<Arch>(raw);
 }
+
+// Walks the lines of a tile's WarmRows (attend_tile.h): Step(), called before
+// each block of the tile, requests the next equal share. (Shares spread over the
+// register tiles of the V step measured slower than one per block:
+// docs/attention_tuning.md, "Warm rows".)
+class WarmCursor {
+ public:
+  explicit WarmCursor(const AttendTile& t) : t_(t) {
+    std::int64_t lines = 0;
+    for (const WarmRows& w : t.warm) {
+      if (w.first != nullptr && w.bytes > 0) lines += w.heads * w.rows * ((w.bytes + 63) / 64 + 1);
+    }
+    if (lines == 0) return;
+    std::int64_t blocks = 0;
+    for (std::int64_t ri = 0; ri < t.run_count; ++ri) {
+      const KvRun& run = t.runs[ri];
+      const std::int64_t first = run.begin > t.t0 ? run.begin : t.t0;
+      const std::int64_t end = run.begin + run.count < t.t1 ? run.begin + run.count : t.t1;
+      if (end > first) blocks += (end - first + t.block - 1) / t.block;
+    }
+    if (blocks == 0) return;
+    per_step_ = (lines + blocks - 1) / blocks;
+    range_ = -1;
+    NextRange();
+  }
+
+  // Must be inlined, as PrefetchRows.
+  __attribute__((always_inline)) void Step() {
+    for (std::int64_t n = 0; n < per_step_ && range_ < 2; ++n) {
+      if (t_.warm[range_].write) {
+        __builtin_prefetch(line_, 1, 2);
+      } else {
+        RequestLine(line_);
+      }
+      line_ += 64;
+      if (line_ > last_) NextRow();
+    }
+  }
+
+ private:
+  // Moves to the next row of the range, or to the next range.
+  void NextRow() {
+    const WarmRows& w = t_.warm[range_];
+    if (++row_ == w.rows) {
+      row_ = 0;
+      if (++head_ == w.heads) {
+        NextRange();
+        return;
+      }
+    }
+    StartRow();
+  }
+  // Moves to the first row of the next range that has one (range_ 2: none left).
+  void NextRange() {
+    for (++range_; range_ < 2; ++range_) {
+      const WarmRows& w = t_.warm[range_];
+      if (w.first != nullptr && w.heads > 0 && w.rows > 0 && w.bytes > 0) break;
+    }
+    head_ = 0;
+    row_ = 0;
+    if (range_ < 2) StartRow();
+  }
+  // The row's lines: from the line it starts in to the line of its last byte.
+  void StartRow() {
+    const WarmRows& w = t_.warm[range_];
+    const std::uintptr_t begin =
+        reinterpret_cast<std::uintptr_t>(w.first) +
+        static_cast<std::uintptr_t>(head_ * w.head_stride + row_ * w.row_stride);
+    line_ = reinterpret_cast<const std::byte*>(begin & ~std::uintptr_t{63});
+    last_ = reinterpret_cast<const std::byte*>(begin + static_cast<std::uintptr_t>(w.bytes) - 1);
+  }
+
+  const AttendTile& t_;
+  std::int64_t per_step_ = 0;
+  int range_ = 2;
+  std::int64_t head_ = 0;
+  std::int64_t row_ = 0;
+  const std::byte* line_ = nullptr;
+  const std::byte* last_ = nullptr;
+};
 
 template <class Arch, class Tag>
 struct Attender {
@@ -829,9 +910,11 @@ struct Attender {
 
   // Calls block(run, tb, kb, next_kb) for each block of kb <= t.block keys, from
   // key tb, of each run's part of [t0, t1); next_kb: the keys of the block that
-  // follows in the same run (0 for a run's last block).
+  // follows in the same run (0 for a run's last block). Each block first
+  // requests its share of the tile's warm rows.
   template <class BlockStep>
   static void ForEachBlock(const AttendTile& t, const BlockStep& block) {
+    WarmCursor warm(t);
     for (std::int64_t ri = 0; ri < t.run_count; ++ri) {
       const KvRun& run = t.runs[ri];
       const std::int64_t first = run.begin > t.t0 ? run.begin : t.t0;
@@ -839,6 +922,7 @@ struct Attender {
       for (std::int64_t tb = first; tb < end; tb += t.block) {
         const std::int64_t kb = end - tb < t.block ? end - tb : t.block;
         const std::int64_t rest = end - tb - kb;
+        warm.Step();
         block(run, tb, kb, rest < t.block ? rest : t.block);
       }
     }

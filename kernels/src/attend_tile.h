@@ -63,6 +63,21 @@ constexpr std::int64_t BlockScratchFloats(std::int64_t rows, std::int64_t block,
   return quantized ? rows * DecodeWeightKeys(block) * ((dv + 63) / 64) : 0;
 }
 
+// Rows the driver reads or writes right after a tile (the next tile's queries,
+// this tile's output): heads x rows runs of `bytes`. Out of the cache they cost
+// the driver a stall per line after the tile, because its loops over them do
+// too little work to overlap the misses; the kernel requests them a few lines
+// per block while it computes instead. A hint: a kernel may ignore it.
+struct WarmRows {
+  const void* first = nullptr;   // nullptr: nothing to request
+  std::int64_t head_stride = 0;  // bytes
+  std::int64_t row_stride = 0;   // bytes
+  std::int64_t heads = 0;
+  std::int64_t rows = 0;
+  std::int64_t bytes = 0;  // of each row
+  bool write = false;      // requested for writing
+};
+
 struct AttendTile {
   // Equal for f32 / f16 / bf16; both quantized (possibly different) otherwise.
   // Never kI4H: the driver rotates q and the output and hands such rows over as kI4.
@@ -111,6 +126,9 @@ struct AttendTile {
   // floats: the scaled queries, the scores of one block, per-row factors; with
   // BlockScratchFloats(heads * rows, block, d, dv, quantized) more after them.
   float* scratch = nullptr;
+
+  // Memory to request over the blocks (WarmRows).
+  WarmRows warm[2];
 
   // Outputs, heads * rows each: m[r], l[r] and acc[r * acc_stride + c], c < dv.
   float* m = nullptr;

@@ -153,6 +153,35 @@ StateView ViewState(float* base, const Plan& plan) {
   return {base, base + rows_pad, base + 2 * rows_pad};
 }
 
+constexpr auto kFloatBytes = static_cast<std::int64_t>(sizeof(float));
+
+// Which rows a base task (a task without its key chunk) covers: query rows
+// [l0, l0 + rows) of kv head kvh's group, batch b.
+struct TaskRows {
+  std::int64_t b;
+  std::int64_t kvh;
+  std::int64_t l0;
+  std::int64_t rows;
+};
+TaskRows RowsOf(const Dims& dims, const Plan& plan, std::int64_t base) {
+  const std::int64_t l0 = base % plan.row_tiles * plan.rows_per_tile;
+  return {base / (plan.row_tiles * dims.hkv), base / plan.row_tiles % dims.hkv, l0,
+          std::min(plan.rows_per_tile, dims.seq_l - l0)};
+}
+
+// The first query row of a task's tile (head 0 of its group, row l0).
+const float* FirstQueryRow(const SdpaParams& p, const Dims& dims, const TaskRows& at) {
+  return static_cast<const float*>(p.q.data) + at.b * p.q.strides[0] +
+         at.kvh * dims.group * p.q.strides[1] + at.l0 * p.q.strides[2];
+}
+
+// Output row l of query head g of kv head kvh's group, batch b.
+float* OutputRow(const SdpaParams& p, const Dims& dims, std::int64_t b, std::int64_t kvh,
+                 std::int64_t g, std::int64_t l) {
+  return p.out + b * p.out_strides[0] + (kvh * dims.group + g) * p.out_strides[1] +
+         l * p.out_strides[2];
+}
+
 // out row (g, i) of the tile = acc / l, or 0 for a row with no visible key
 // (l == 0 exactly then; a NaN l, from a NaN score, gives NaN). acc is rotated
 // back in place first when V is kI4H (its last use).
@@ -161,8 +190,7 @@ void WriteRows(const SdpaParams& p, const Dims& dims, std::int64_t b, std::int64
   for (std::int64_t g = 0; g < dims.group; ++g) {
     for (std::int64_t i = 0; i < rows; ++i) {
       const std::int64_t r = g * rows + i;  // the kernel's state row order
-      float* o = p.out + b * p.out_strides[0] + (kvh * dims.group + g) * p.out_strides[1] +
-                 (l0 + i) * p.out_strides[2];
+      float* o = OutputRow(p, dims, b, kvh, g, l0 + i);
       float* acc = state.acc + r * plan.acc_stride;
       if (dims.rotate_out) RotateRow(acc, static_cast<std::size_t>(dims.dv));
       const float l = state.l[r];
@@ -269,11 +297,7 @@ void Sdpa(const SdpaParams& params, const KernelTable& table, Executor& executor
     const auto task = static_cast<std::int64_t>(task_index);
     const std::int64_t chunk = task % plan.chunks;
     const std::int64_t base = task / plan.chunks;
-    const std::int64_t row_tile = base % plan.row_tiles;
-    const std::int64_t kvh = (base / plan.row_tiles) % dims.hkv;
-    const std::int64_t b = base / (plan.row_tiles * dims.hkv);
-    const std::int64_t l0 = row_tile * plan.rows_per_tile;
-    const std::int64_t rows = std::min(plan.rows_per_tile, dims.seq_l - l0);
+    const auto [b, kvh, l0, rows] = RowsOf(dims, plan, base);
     const std::int64_t pos0 = dims.seq_t - dims.seq_l + l0;
 
     // Keys any row of the tile can see; the rest are never touched.
@@ -299,8 +323,7 @@ void Sdpa(const SdpaParams& params, const KernelTable& table, Executor& executor
     tile.d = dims.d;
     tile.dv = dims.dv;
     tile.scale = params.scale;
-    tile.q = static_cast<const float*>(params.q.data) + b * params.q.strides[0] +
-             kvh * dims.group * params.q.strides[1] + l0 * params.q.strides[2];
+    tile.q = FirstQueryRow(params, dims, {b, kvh, l0, rows});
     tile.q_head_stride = params.q.strides[1];
     tile.q_row_stride = params.q.strides[2];
     if (dims.rotate_q) {
@@ -335,6 +358,31 @@ void Sdpa(const SdpaParams& params, const KernelTable& table, Executor& executor
       tile.mask_row_stride = ms[2];
       tile.mask_key_stride = ms[3];
     }
+    if (!split && dims.group * rows >= kDequantTileRows) {
+      // A prefill tile: the next tile this worker is likely to take (the pool
+      // hands tasks out in order, one per worker at a time) reads its queries,
+      // and WriteRows below writes this tile's output.
+      const std::int64_t next =
+          static_cast<std::int64_t>(task_index) + threads;  // a base task: no chunks
+      if (next < total_tasks) {
+        const TaskRows at = RowsOf(dims, plan, next);
+        tile.warm[0] = WarmRows{.first = FirstQueryRow(params, dims, at),
+                                .head_stride = params.q.strides[1] * kFloatBytes,
+                                .row_stride = params.q.strides[2] * kFloatBytes,
+                                .heads = dims.group,
+                                .rows = at.rows,
+                                .bytes = dims.d * kFloatBytes};
+      }
+      if (params.out_strides[3] == 1) {
+        tile.warm[1] = WarmRows{.first = OutputRow(params, dims, b, kvh, 0, l0),
+                                .head_stride = params.out_strides[1] * kFloatBytes,
+                                .row_stride = params.out_strides[2] * kFloatBytes,
+                                .heads = dims.group,
+                                .rows = rows,
+                                .bytes = dims.dv * kFloatBytes,
+                                .write = true};
+      }
+    }
     tile.block = plan.key_block;
     tile.scratch = worker_base;
     tile.m = state.m;
@@ -350,11 +398,7 @@ void Sdpa(const SdpaParams& params, const KernelTable& table, Executor& executor
   // Flash-decoding merge: rescale each chunk's state to the common max.
   const auto merge_task = [&](std::size_t base_index, int /*worker*/) {
     const auto base = static_cast<std::int64_t>(base_index);
-    const std::int64_t row_tile = base % plan.row_tiles;
-    const std::int64_t kvh = (base / plan.row_tiles) % dims.hkv;
-    const std::int64_t b = base / (plan.row_tiles * dims.hkv);
-    const std::int64_t l0 = row_tile * plan.rows_per_tile;
-    const std::int64_t rows = std::min(plan.rows_per_tile, dims.seq_l - l0);
+    const auto [b, kvh, l0, rows] = RowsOf(dims, plan, base);
     const StateView into = ViewState(partials + base * plan.chunks * plan.state_floats, plan);
     for (std::int64_t r = 0; r < dims.group * rows; ++r) {
       // The max over the chunks; a NaN max (a NaN score in that chunk) wins, so
