@@ -25,7 +25,7 @@ function(ringkv_add_isa_kernels name)
   # Every kernel function starts on a cache line, so that its loops keep their
   # alignment when unrelated code above them grows or shrinks: without it, a
   # change elsewhere in a unit moved the f16 decode's V loop and made it several
-  # per cent slower or faster (docs/attention_tuning.md, "Function alignment").
+  # per cent slower or faster (docs/attention_tuning.md, "Prefill overheads").
   target_compile_options(${name} PRIVATE -falign-functions=64)
   set_target_properties(${name} PROPERTIES POSITION_INDEPENDENT_CODE ON)
   ringkv_set_warnings(${name})

@@ -20,6 +20,7 @@
 #include "key_major-inl.h"
 #include "row_tiles-inl.h"
 #include "simd_compat-inl.h"
+#include "warm_cursor.h"
 
 namespace ringkv::kernels {
 namespace {
@@ -72,84 +73,17 @@ __attribute__((always_inline)) inline FloatBatch<Arch> LoadInRegister(const floa
   return FloatBatch<Arch>(raw);
 }
 
-// Walks the lines of a tile's WarmRows (attend_tile.h): Step(), called before
-// each block of the tile, requests the next equal share. (Shares spread over the
-// register tiles of the V step measured slower than one per block:
-// docs/attention_tuning.md, "Warm rows".)
-class WarmCursor {
- public:
-  explicit WarmCursor(const AttendTile& t) : t_(t) {
-    std::int64_t lines = 0;
-    for (const WarmRows& w : t.warm) {
-      if (w.first != nullptr && w.bytes > 0) lines += w.heads * w.rows * ((w.bytes + 63) / 64 + 1);
-    }
-    if (lines == 0) return;
-    std::int64_t blocks = 0;
-    for (std::int64_t ri = 0; ri < t.run_count; ++ri) {
-      const KvRun& run = t.runs[ri];
-      const std::int64_t first = run.begin > t.t0 ? run.begin : t.t0;
-      const std::int64_t end = run.begin + run.count < t.t1 ? run.begin + run.count : t.t1;
-      if (end > first) blocks += (end - first + t.block - 1) / t.block;
-    }
-    if (blocks == 0) return;
-    per_step_ = (lines + blocks - 1) / blocks;
-    range_ = -1;
-    NextRange();
-  }
-
+// Requests one line for WarmCursor: into L2 as every other request of the
+// kernels (RequestLine), for writing when the driver will write it.
+struct RequestWarmLine {
   // Must be inlined, as PrefetchRows.
-  __attribute__((always_inline)) void Step() {
-    for (std::int64_t n = 0; n < per_step_ && range_ < 2; ++n) {
-      if (t_.warm[range_].write) {
-        __builtin_prefetch(line_, 1, 2);
-      } else {
-        RequestLine(line_);
-      }
-      line_ += 64;
-      if (line_ > last_) NextRow();
+  __attribute__((always_inline)) void operator()(const std::byte* line, bool write) const {
+    if (write) {
+      __builtin_prefetch(line, 1, 2);
+    } else {
+      RequestLine(line);
     }
   }
-
- private:
-  // Moves to the next row of the range, or to the next range.
-  void NextRow() {
-    const WarmRows& w = t_.warm[range_];
-    if (++row_ == w.rows) {
-      row_ = 0;
-      if (++head_ == w.heads) {
-        NextRange();
-        return;
-      }
-    }
-    StartRow();
-  }
-  // Moves to the first row of the next range that has one (range_ 2: none left).
-  void NextRange() {
-    for (++range_; range_ < 2; ++range_) {
-      const WarmRows& w = t_.warm[range_];
-      if (w.first != nullptr && w.heads > 0 && w.rows > 0 && w.bytes > 0) break;
-    }
-    head_ = 0;
-    row_ = 0;
-    if (range_ < 2) StartRow();
-  }
-  // The row's lines: from the line it starts in to the line of its last byte.
-  void StartRow() {
-    const WarmRows& w = t_.warm[range_];
-    const std::uintptr_t begin =
-        reinterpret_cast<std::uintptr_t>(w.first) +
-        static_cast<std::uintptr_t>(head_ * w.head_stride + row_ * w.row_stride);
-    line_ = reinterpret_cast<const std::byte*>(begin & ~std::uintptr_t{63});
-    last_ = reinterpret_cast<const std::byte*>(begin + static_cast<std::uintptr_t>(w.bytes) - 1);
-  }
-
-  const AttendTile& t_;
-  std::int64_t per_step_ = 0;
-  int range_ = 2;
-  std::int64_t head_ = 0;
-  std::int64_t row_ = 0;
-  const std::byte* line_ = nullptr;
-  const std::byte* last_ = nullptr;
 };
 
 template <class Arch, class Tag>
@@ -728,8 +662,8 @@ struct Attender {
   // across lanes, then exp(m_old - m_new), then the exps, then the sum across
   // lanes) too long for the out-of-order window to overlap with the next row's,
   // while kN rows share one transpose for their maxima, one exp for their alphas
-  // and one transpose-add for their sums (docs/attention_tuning.md, "Softmax kN
-  // rows at a time").
+  // and one transpose-add for their sums (docs/attention_tuning.md, "Prefill
+  // overheads").
   static bool Softmax(const AttendTile& t, std::int64_t rows_total, std::int64_t kb, float* s,
                       float* alpha) {
     bool any_hidden = false;
@@ -914,11 +848,10 @@ struct Attender {
   // requests its share of the tile's warm rows.
   template <class BlockStep>
   static void ForEachBlock(const AttendTile& t, const BlockStep& block) {
-    WarmCursor warm(t);
+    WarmCursor<RequestWarmLine> warm(t);
     for (std::int64_t ri = 0; ri < t.run_count; ++ri) {
       const KvRun& run = t.runs[ri];
-      const std::int64_t first = run.begin > t.t0 ? run.begin : t.t0;
-      const std::int64_t end = run.begin + run.count < t.t1 ? run.begin + run.count : t.t1;
+      const auto [first, end] = KeysOf(t, run);
       for (std::int64_t tb = first; tb < end; tb += t.block) {
         const std::int64_t kb = end - tb < t.block ? end - tb : t.block;
         const std::int64_t rest = end - tb - kb;
