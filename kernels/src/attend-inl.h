@@ -37,12 +37,15 @@ constexpr float kAttendNegInf = -__builtin_inff();
 template <class Arch>
 __attribute__((always_inline)) inline FloatBatch<Arch> ExpNonPositive(const FloatBatch<Arch>& x) {
   using B = FloatBatch<Arch>;
-  using U = xsimd::batch<std::uint32_t, Arch>;
   // select and the 1.5 * 2^23 rounding trick rather than xsimd::max / floor:
   // GCC 12 reports false -Wuninitialized in their AVX-512 intrinsics (PR 105593).
   const B clamped = xsimd::select(x < B(-87.0f), B(-87.0f), x);
-  constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
-  const B n = (clamped * B(1.44269504088896341f) + B(kRound)) - B(kRound);
+  // 1.5 * 2^23 + 127: adding it rounds to an integer and leaves n + 127 (in
+  // [1, 127] here) in the low mantissa bits, which a shift by 23 turns into the
+  // exponent of 2^n.
+  constexpr float kRoundBiased = 12582912.0f + 127.0f;
+  const B biased = clamped * B(1.44269504088896341f) + B(kRoundBiased);
+  const B n = biased - B(kRoundBiased);
   B r = xsimd::fnma(n, B(0.693359375f), clamped);
   r = xsimd::fnma(n, B(-2.12194440e-4f), r);
   B y = B(1.9875691500e-4f);
@@ -55,9 +58,7 @@ __attribute__((always_inline)) inline FloatBatch<Arch> ExpNonPositive(const Floa
   if constexpr (kScalef<Arch>) {
     return ScalefUnless<Arch>(y, n, x < B(-87.0f));
   } else {
-    // n + 127 is in [1, 127] here, so the float -> uint32 conversion is exact.
-    const U bits = xsimd::batch_cast<std::uint32_t>(n + B(127.0f)) << 23;
-    const B scaled = y * BitCast<float>(bits);
+    const B scaled = y * BitCast<float>(BitCast<std::uint32_t>(biased) << 23);
     return xsimd::select(x < B(-87.0f), B(0.0f), scaled);
   }
 }
