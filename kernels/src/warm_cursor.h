@@ -37,8 +37,9 @@ class WarmCursor {
   explicit WarmCursor(const AttendTile& t, Request request = {}) : t_(t), request_(request) {
     std::int64_t lines = 0;  // an upper bound: a row may start anywhere in a line
     for (const WarmRows& w : t.warm) {
-      if (Present(w))
+      if (Present(w)) {
         lines += w.heads * w.rows * ((w.bytes + kWarmLineBytes - 1) / kWarmLineBytes + 1);
+      }
     }
     if (lines == 0) return;
     std::int64_t blocks = 0;
