@@ -297,7 +297,8 @@ void Sdpa(const SdpaParams& params, const KernelTable& table, Executor& executor
     const auto task = static_cast<std::int64_t>(task_index);
     const std::int64_t chunk = task % plan.chunks;
     const std::int64_t base = task / plan.chunks;
-    const auto [b, kvh, l0, rows] = RowsOf(dims, plan, base);
+    const TaskRows here = RowsOf(dims, plan, base);
+    const auto [b, kvh, l0, rows] = here;
     const std::int64_t pos0 = dims.seq_t - dims.seq_l + l0;
 
     // Keys any row of the tile can see; the rest are never touched.
@@ -323,7 +324,7 @@ void Sdpa(const SdpaParams& params, const KernelTable& table, Executor& executor
     tile.d = dims.d;
     tile.dv = dims.dv;
     tile.scale = params.scale;
-    tile.q = FirstQueryRow(params, dims, {b, kvh, l0, rows});
+    tile.q = FirstQueryRow(params, dims, here);
     tile.q_head_stride = params.q.strides[1];
     tile.q_row_stride = params.q.strides[2];
     if (dims.rotate_q) {
@@ -362,9 +363,8 @@ void Sdpa(const SdpaParams& params, const KernelTable& table, Executor& executor
       // A prefill tile: the next tile this worker is likely to take (the pool
       // hands tasks out in order, one per worker at a time) reads its queries,
       // and WriteRows below writes this tile's output.
-      const std::int64_t next =
-          static_cast<std::int64_t>(task_index) + threads;  // a base task: no chunks
-      if (next < total_tasks) {
+      const std::int64_t next = base + threads;  // unsplit: tasks are base tasks
+      if (next < plan.base_tasks) {
         const TaskRows at = RowsOf(dims, plan, next);
         tile.warm[0] = WarmRows{.first = FirstQueryRow(params, dims, at),
                                 .head_stride = params.q.strides[1] * kFloatBytes,
