@@ -379,6 +379,14 @@ struct QuantAttender {
         }
       }
     }
+    if constexpr (kN == 16 && R == 4 && K == 4) {
+      if (d_vec == d) {
+        // The 16 sums added in int32 (exact, see QueryRange), one conversion.
+        StoreQuarters<Arch>(xsimd::batch_cast<float>(TransposeAddI32<Arch>(acc)), out, out_stride,
+                            nullptr);
+        return;
+      }
+    }
     B wide[static_cast<std::size_t>(kRK)];
 #pragma GCC unroll 32
     for (int a = 0; a < kRK; ++a) wide[a] = xsimd::batch_cast<float>(acc[a]);

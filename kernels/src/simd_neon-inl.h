@@ -88,8 +88,13 @@ __attribute__((always_inline)) inline void Transpose(xsimd::batch<float, Arch>* 
   rows[3] = vcombine_f32(vget_high_f32(p01.val[1]), vget_high_f32(p23.val[1]));
 }
 
-// The x86 16-lane helper of that name (simd_x86-inl.h); NEON batches have 4
-// lanes, so the kernels never call it here.
+// The x86 16-lane helpers of these names (simd_x86-inl.h); NEON batches have 4
+// lanes, so the kernels never call them here.
+template <class Arch>
+xsimd::batch<std::int32_t, Arch> TransposeAddI32(const xsimd::batch<std::int32_t, Arch>* rows) {
+  static_assert(kNeonLanes<Arch> == 16, "16-lane batches only");
+  return rows[0];
+}
 template <class Arch>
 void StoreQuarters(const xsimd::batch<float, Arch>&, float*, std::int64_t, const float*) {
   static_assert(kNeonLanes<Arch> == 16, "16-lane batches only");

@@ -71,6 +71,70 @@ void StoreF16Native(const xsimd::batch<float, Arch>& v, std::uint16_t* p) {
   }
 }
 
+// The 16-lane transpose-add on float or int32 registers: the same shuffles,
+// the adds of the element type (AVX-512 units only).
+template <class Arch, class T>
+struct Lanes16;
+template <class Arch>
+struct Lanes16<Arch, float> {
+  using Reg = __m512;
+  static Reg Add(Reg a, Reg b) { return _mm512_add_ps(a, b); }
+  template <int kImm>
+  static Reg Quarters(Reg a, Reg b) {
+    return _mm512_shuffle_f32x4(a, b, kImm);
+  }
+  template <int kImm>
+  static Reg InLane(Reg a, Reg b) {
+    return _mm512_shuffle_ps(a, b, kImm);
+  }
+  static Reg Permute(__m512i order, Reg a) { return _mm512_permutexvar_ps(order, a); }
+};
+template <class Arch>
+struct Lanes16<Arch, std::int32_t> {
+  using Reg = __m512i;
+  static Reg Add(Reg a, Reg b) { return _mm512_add_epi32(a, b); }
+  template <int kImm>
+  static Reg Quarters(Reg a, Reg b) {
+    return _mm512_shuffle_i32x4(a, b, kImm);
+  }
+  template <int kImm>
+  static Reg InLane(Reg a, Reg b) {
+    return _mm512_castps_si512(
+        _mm512_shuffle_ps(_mm512_castsi512_ps(a), _mm512_castsi512_ps(b), kImm));
+  }
+  static Reg Permute(__m512i order, Reg a) { return _mm512_permutexvar_epi32(order, a); }
+};
+template <class Arch, class T>
+__attribute__((always_inline)) inline typename Lanes16<Arch, T>::Reg TransposeAdd16(
+    const xsimd::batch<T, Arch>* rows) {
+  using L = Lanes16<Arch, T>;
+  using Reg = typename L::Reg;
+  Reg pairs[8];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) {
+    const Reg a = rows[2 * i];
+    const Reg b = rows[2 * i + 1];
+    pairs[i] = L::Add(L::template Quarters<_MM_SHUFFLE(1, 0, 1, 0)>(a, b),
+                      L::template Quarters<_MM_SHUFFLE(3, 2, 3, 2)>(a, b));
+  }
+  Reg quads[4];
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {
+    const Reg a = pairs[2 * i];
+    const Reg b = pairs[2 * i + 1];
+    quads[i] = L::Add(L::template Quarters<_MM_SHUFFLE(2, 0, 2, 0)>(a, b),
+                      L::template Quarters<_MM_SHUFFLE(3, 1, 3, 1)>(a, b));
+  }
+  const auto fold = [](Reg a, Reg b) {
+    return L::Add(L::template InLane<_MM_SHUFFLE(2, 0, 2, 0)>(a, b),
+                  L::template InLane<_MM_SHUFFLE(3, 1, 3, 1)>(a, b));
+  };
+  const Reg lanes = fold(fold(quads[0], quads[1]), fold(quads[2], quads[3]));
+  // Row r sits at element 4 (r % 4) + r / 4.
+  const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+  return L::Permute(order, lanes);
+}
+
 // sums[i] = sum of rows[i]'s lanes, for N = lanes rows. xsimd 8.1's
 // avx512f haddp puts rows 2-3 and 4-5 (and 10-11, 12-13) in each other's place,
 // so 16 lanes use our own transpose-add: pairs of rows fold their 128-bit lanes
@@ -83,33 +147,19 @@ template <class Arch>
 __attribute__((always_inline)) inline xsimd::batch<float, Arch> TransposeAdd(
     const xsimd::batch<float, Arch>* rows) {
   if constexpr (std::is_base_of_v<xsimd::avx512f, Arch>) {
-    __m512 pairs[8];
-#pragma GCC unroll 8
-    for (int i = 0; i < 8; ++i) {
-      const __m512 a = rows[2 * i];
-      const __m512 b = rows[2 * i + 1];
-      pairs[i] = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(1, 0, 1, 0)),
-                               _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 2, 3, 2)));
-    }
-    __m512 quads[4];
-#pragma GCC unroll 4
-    for (int i = 0; i < 4; ++i) {
-      const __m512 a = pairs[2 * i];
-      const __m512 b = pairs[2 * i + 1];
-      quads[i] = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(2, 0, 2, 0)),
-                               _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 1, 3, 1)));
-    }
-    const auto fold = [](__m512 a, __m512 b) {
-      return _mm512_add_ps(_mm512_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0)),
-                           _mm512_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1)));
-    };
-    const __m512 lanes = fold(fold(quads[0], quads[1]), fold(quads[2], quads[3]));
-    // Row r sits at element 4 (r % 4) + r / 4.
-    const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-    return xsimd::batch<float, Arch>(_mm512_permutexvar_ps(order, lanes));
+    return xsimd::batch<float, Arch>(TransposeAdd16<Arch, float>(rows));
   } else {
     return xsimd::haddp(rows);
   }
+}
+
+// TransposeAdd over 16 int32 rows of 16 lanes, in integers: exact where the
+// float one would round each partial sum (AVX-512 only).
+template <class Arch>
+__attribute__((always_inline)) inline xsimd::batch<std::int32_t, Arch> TransposeAddI32(
+    const xsimd::batch<std::int32_t, Arch>* rows) {
+  static_assert(xsimd::batch<std::int32_t, Arch>::size == 16, "16-lane batches only");
+  return xsimd::batch<std::int32_t, Arch>(TransposeAdd16<Arch, std::int32_t>(rows));
 }
 
 // Transposes the square of lanes x lanes floats held in rows[0 .. lanes - 1]:
