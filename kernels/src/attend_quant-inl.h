@@ -616,8 +616,8 @@ struct QuantAttender {
 #pragma GCC unroll 16
           for (int r = 0; r < R; ++r) {
             const I pair = Dot::BroadcastPair(w + r * w_stride + j);
-            lo[r * VC + x] = Dot::MaddAdd(lo[r * VC + x], il, pair);
-            hi[r * VC + x] = Dot::MaddAdd(hi[r * VC + x], ih, pair);
+            Dot::MaddAddInPlace(lo[r * VC + x], il, pair);
+            Dot::MaddAddInPlace(hi[r * VC + x], ih, pair);
           }
         }
       };
@@ -811,8 +811,8 @@ struct QuantAttender {
 #pragma GCC unroll 16
         for (int r = 0; r < R; ++r) {
           const I pair = WeightPairs(id.weights + r * id.w_row_stride, id.w_group_stride, c, j);
-          lo[r * H + x] = Dot::MaddAdd(lo[r * H + x], il, pair);
-          hi[r * H + x] = Dot::MaddAdd(hi[r * H + x], ih, pair);
+          Dot::MaddAddInPlace(lo[r * H + x], il, pair);
+          Dot::MaddAddInPlace(hi[r * H + x], ih, pair);
         }
       }
     };

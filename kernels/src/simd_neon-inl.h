@@ -175,6 +175,9 @@ struct I16Dot {
   __attribute__((always_inline)) static I MaddAdd(const I& acc, const I& a, const I& b) {
     return acc + Madd(a, b);
   }
+  __attribute__((always_inline)) static void MaddAddInPlace(I& acc, const I& a, const I& b) {
+    acc = MaddAdd(acc, a, b);
+  }
   __attribute__((always_inline)) static I InterleaveLo(const I& a, const I& b) {
     return vreinterpretq_s32_s16(vzip1q_s16(vreinterpretq_s16_s32(a), vreinterpretq_s16_s32(b)));
   }

@@ -438,6 +438,23 @@ struct I16Dot {
     return acc + Madd(a, b);
   }
 
+  // acc = MaddAdd(acc, a, b) with the sum kept in acc's register. With the
+  // intrinsic in the value sums, GCC gave each vpdpwssd a fresh register and
+  // copied it back (two moves per multiply-add) and spilled accumulators.
+  __attribute__((always_inline)) static void MaddAddInPlace(I& acc, const I& a, const I& b) {
+#ifdef __AVX512VNNI__
+    if constexpr (I::size == 16) {
+      __m512i sum = acc;
+      const __m512i x = a;
+      const __m512i y = b;
+      asm("vpdpwssd %2, %1, %0" : "+v"(sum) : "v"(x), "v"(y));
+      acc = sum;
+      return;
+    }
+#endif
+    acc = MaddAdd(acc, a, b);
+  }
+
   // The int16 values of a and b interleaved (a0 b0 a1 b1 ...), per 128-bit lane:
   // Lo takes each lane's first four values, Hi its last four.
   __attribute__((always_inline)) static I InterleaveLo(const I& a, const I& b) {
