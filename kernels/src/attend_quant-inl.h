@@ -498,6 +498,20 @@ struct QuantAttender {
     return B::load_aligned(sc);
   }
 
+  // ScalesOf for up to four groups of int4 V scales: out[i] = the scales of
+  // group i of rows j .. j + kN - 1 (base at group 0's), for i < min(groups, 4),
+  // which it returns.
+  static std::int64_t ScalesOfGroups(const std::uint8_t* base, std::int64_t stride, std::int64_t j,
+                                     std::int64_t kb, std::int64_t groups, B* out) {
+    if (groups >= 4 && j + kN <= kb) {
+      StridedF32Quads<Arch>(base + j * stride, stride, out);
+      return 4;
+    }
+    const std::int64_t n = groups < 4 ? groups : 4;
+    for (std::int64_t i = 0; i < n; ++i) out[i] = ScalesOf(base + 4 * i, stride, j, kb);
+    return n;
+  }
+
   // s[r][j] *= qscale[r] scale_j over the block: the scales IntDots leaves out.
   static void ScaleScores(const AttendTile& t, std::int64_t rows_total, const float* qscale,
                           const std::uint8_t* k, std::int64_t k_stride, std::int64_t kb, float* s) {
@@ -723,10 +737,14 @@ struct QuantAttender {
     for (std::int64_t j = 0; j < kb_pad; j += kN) {
       B top(0.0f);
       auto ok = B(0.0f) == B(0.0f);
-      for (std::int64_t g = 0; g < groups; ++g) {
-        const B mag = AbsBits<Arch>(ScalesOf(scales + g * 4, v_stride, j, kb));
-        ok = ok & (mag <= big);  // false for NaN too
-        top = xsimd::select(mag > top, mag, top);
+      for (std::int64_t g = 0; g < groups; g += 4) {
+        B sc[4];
+        const std::int64_t n = ScalesOfGroups(scales + g * 4, v_stride, j, kb, groups - g, sc);
+        for (std::int64_t i = 0; i < n; ++i) {
+          const B mag = AbsBits<Arch>(sc[i]);
+          ok = ok & (mag <= big);  // false for NaN too
+          top = xsimd::select(mag > top, mag, top);
+        }
       }
       for (std::int64_t r = 0; r < rows_total; ++r) {
         const B p = B::load_unaligned(s + r * t.block + j);
@@ -750,20 +768,25 @@ struct QuantAttender {
     const auto finite_or_zero = [&](const B& x) {
       return xsimd::select(AbsBits<Arch>(x) <= big, x, B(0.0f));
     };
-    for (std::int64_t g = 0; g < groups; ++g) {
+    for (std::int64_t g0 = 0; g0 < groups; g0 += 4) {
       for (std::int64_t j = 0; j < kb_pad; j += 2 * kN) {
         const bool two = j + kN < kb_pad;
-        const B first = finite_or_zero(ScalesOf(scales + g * 4, v_stride, j, kb));
-        const B second =
-            two ? finite_or_zero(ScalesOf(scales + g * 4, v_stride, j + kN, kb)) : B(0.0f);
-        for (std::int64_t r = 0; r < rows_total; ++r) {
-          const float* p = s + r * t.block + j;
-          const B pi(inv[r]);
-          const I lo = xsimd::nearbyint_as_int(B::load_unaligned(p) * pi * first);
-          const I hi =
-              two ? xsimd::nearbyint_as_int(B::load_unaligned(p + kN) * pi * second) : I(0);
-          Dot::Narrow(lo, hi).store_unaligned(reinterpret_cast<std::int32_t*>(
-              id.weights + r * id.w_row_stride + g * id.w_group_stride + j));
+        B first[4];
+        B second[4] = {B(0.0f), B(0.0f), B(0.0f), B(0.0f)};
+        const std::int64_t n = ScalesOfGroups(scales + g0 * 4, v_stride, j, kb, groups - g0, first);
+        if (two) ScalesOfGroups(scales + g0 * 4, v_stride, j + kN, kb, groups - g0, second);
+        for (std::int64_t i = 0; i < n; ++i) {
+          const B sc_first = finite_or_zero(first[i]);
+          const B sc_second = finite_or_zero(second[i]);
+          for (std::int64_t r = 0; r < rows_total; ++r) {
+            const float* p = s + r * t.block + j;
+            const B pi(inv[r]);
+            const I lo = xsimd::nearbyint_as_int(B::load_unaligned(p) * pi * sc_first);
+            const I hi =
+                two ? xsimd::nearbyint_as_int(B::load_unaligned(p + kN) * pi * sc_second) : I(0);
+            Dot::Narrow(lo, hi).store_unaligned(reinterpret_cast<std::int32_t*>(
+                id.weights + r * id.w_row_stride + (g0 + i) * id.w_group_stride + j));
+          }
         }
       }
     }

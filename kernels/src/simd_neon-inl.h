@@ -143,6 +143,20 @@ __attribute__((always_inline)) inline xsimd::batch<float, Arch> StridedF32(const
   return vld1q_f32(f);
 }
 
+// out[g] lane i = the f32 at base + i * stride + 4 g bytes, for g < 4 (the x86
+// contract): four row loads and the 4 x 4 transposition.
+template <class Arch>
+__attribute__((always_inline)) inline void StridedF32Quads(const std::uint8_t* base,
+                                                           std::int64_t stride,
+                                                           xsimd::batch<float, Arch>* out) {
+  for (int i = 0; i < 4; ++i) {
+    float f[4];
+    __builtin_memcpy(f, base + i * stride, sizeof f);
+    out[i] = vld1q_f32(f);
+  }
+  Transpose<Arch>(out);
+}
+
 // int16 multiply-add for the integer decode path of the quantized attend kernel
 // (simd_x86-inl.h has the contract): SMULL / SMULL2 and a pairwise add stand in
 // for pmaddwd, and the zips interleave in value order.

@@ -338,6 +338,76 @@ __attribute__((always_inline)) inline xsimd::batch<float, Arch> StridedF32(const
   }
 }
 
+// out[g] lane i = the f32 at base + i * stride + 4 g bytes, for g < 4: four
+// consecutive floats of each of kLanes rows, any alignment, as one batch per
+// column. Each row's four are one 16-byte load; the transposition takes a few
+// shuffles where StridedF32 per column would take a load and an insert per lane.
+template <class Arch>
+__attribute__((always_inline)) inline void StridedF32Quads(const std::uint8_t* base,
+                                                           std::int64_t stride,
+                                                           xsimd::batch<float, Arch>* out) {
+  constexpr std::size_t kLanes = xsimd::batch<float, Arch>::size;
+  const auto row = [&](std::int64_t i) {
+    return _mm_loadu_ps(reinterpret_cast<const float*>(base + i * stride));
+  };
+  if constexpr (kLanes == 16) {
+    // q[m] element 4 k + g: row 4 m + k, column g.
+    __m512 q[4];
+#pragma GCC unroll 4
+    for (int m = 0; m < 4; ++m) {
+      const __m256 lo = _mm256_set_m128(row(4 * m + 1), row(4 * m));
+      const __m256 hi = _mm256_set_m128(row(4 * m + 3), row(4 * m + 2));
+      q[m] = _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1);
+    }
+    // Columns 0 and 1 (or 2 and 3) of rows 0-7 (q[0], q[1]) or 8-15 (q[2], q[3]).
+    const __m512i cols01 =
+        _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 1, 5, 9, 13, 17, 21, 25, 29);
+    const __m512i cols23 =
+        _mm512_setr_epi32(2, 6, 10, 14, 18, 22, 26, 30, 3, 7, 11, 15, 19, 23, 27, 31);
+    const __m512 lo01 = _mm512_permutex2var_ps(q[0], cols01, q[1]);
+    const __m512 lo23 = _mm512_permutex2var_ps(q[0], cols23, q[1]);
+    const __m512 hi01 = _mm512_permutex2var_ps(q[2], cols01, q[3]);
+    const __m512 hi23 = _mm512_permutex2var_ps(q[2], cols23, q[3]);
+    out[0] = _mm512_shuffle_f32x4(lo01, hi01, _MM_SHUFFLE(1, 0, 1, 0));
+    out[1] = _mm512_shuffle_f32x4(lo01, hi01, _MM_SHUFFLE(3, 2, 3, 2));
+    out[2] = _mm512_shuffle_f32x4(lo23, hi23, _MM_SHUFFLE(1, 0, 1, 0));
+    out[3] = _mm512_shuffle_f32x4(lo23, hi23, _MM_SHUFFLE(3, 2, 3, 2));
+  } else if constexpr (kLanes == 8) {
+    // An in-lane 4 x 4 transposition of rows (0, 1), (2, 3), (4, 5), (6, 7)
+    // leaves column g as rows 0 2 4 6 | 1 3 5 7; one permute each restores the order.
+    const __m256 a = _mm256_set_m128(row(1), row(0));
+    const __m256 b = _mm256_set_m128(row(3), row(2));
+    const __m256 c = _mm256_set_m128(row(5), row(4));
+    const __m256 d = _mm256_set_m128(row(7), row(6));
+    const __m256 ab_lo = _mm256_unpacklo_ps(a, b);
+    const __m256 ab_hi = _mm256_unpackhi_ps(a, b);
+    const __m256 cd_lo = _mm256_unpacklo_ps(c, d);
+    const __m256 cd_hi = _mm256_unpackhi_ps(c, d);
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    const auto low_pairs = [](__m256 x, __m256 y) {
+      return _mm256_castpd_ps(_mm256_unpacklo_pd(_mm256_castps_pd(x), _mm256_castps_pd(y)));
+    };
+    const auto high_pairs = [](__m256 x, __m256 y) {
+      return _mm256_castpd_ps(_mm256_unpackhi_pd(_mm256_castps_pd(x), _mm256_castps_pd(y)));
+    };
+    out[0] = _mm256_permutevar8x32_ps(low_pairs(ab_lo, cd_lo), order);
+    out[1] = _mm256_permutevar8x32_ps(high_pairs(ab_lo, cd_lo), order);
+    out[2] = _mm256_permutevar8x32_ps(low_pairs(ab_hi, cd_hi), order);
+    out[3] = _mm256_permutevar8x32_ps(high_pairs(ab_hi, cd_hi), order);
+  } else {
+    static_assert(kLanes == 4, "unsupported batch width");
+    __m128 r0 = row(0);
+    __m128 r1 = row(1);
+    __m128 r2 = row(2);
+    __m128 r3 = row(3);
+    _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+    out[0] = r0;
+    out[1] = r1;
+    out[2] = r2;
+    out[3] = r3;
+  }
+}
+
 // int16 multiply-add (pmaddwd) for the integer decode path of the quantized
 // attend kernel (attend_quant-inl.h). A register of batch<int32_t, Arch> holds kLanes
 // int16 values or kLanes / 2 int32 ones; each pmaddwd multiplies kLanes int16
