@@ -71,68 +71,50 @@ void StoreF16Native(const xsimd::batch<float, Arch>& v, std::uint16_t* p) {
   }
 }
 
-// The 16-lane transpose-add on float or int32 registers: the same shuffles,
-// the adds of the element type (AVX-512 units only).
+// The 16-lane transpose-add on float or int32 rows (AVX-512 only): the
+// shuffles move bits alike, only the adds follow the element type.
 template <class Arch, class T>
-struct Lanes16;
-template <class Arch>
-struct Lanes16<Arch, float> {
-  using Reg = __m512;
-  static Reg Add(Reg a, Reg b) { return _mm512_add_ps(a, b); }
-  template <int kImm>
-  static Reg Quarters(Reg a, Reg b) {
-    return _mm512_shuffle_f32x4(a, b, kImm);
+__attribute__((always_inline)) inline __m512 AddLanes16(__m512 a, __m512 b) {
+  if constexpr (std::is_same_v<T, float>) {
+    return _mm512_add_ps(a, b);
+  } else {
+    static_assert(std::is_same_v<T, std::int32_t>, "float or int32 lanes");
+    return _mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(a), _mm512_castps_si512(b)));
   }
-  template <int kImm>
-  static Reg InLane(Reg a, Reg b) {
-    return _mm512_shuffle_ps(a, b, kImm);
-  }
-  static Reg Permute(__m512i order, Reg a) { return _mm512_permutexvar_ps(order, a); }
-};
-template <class Arch>
-struct Lanes16<Arch, std::int32_t> {
-  using Reg = __m512i;
-  static Reg Add(Reg a, Reg b) { return _mm512_add_epi32(a, b); }
-  template <int kImm>
-  static Reg Quarters(Reg a, Reg b) {
-    return _mm512_shuffle_i32x4(a, b, kImm);
-  }
-  template <int kImm>
-  static Reg InLane(Reg a, Reg b) {
-    return _mm512_castps_si512(
-        _mm512_shuffle_ps(_mm512_castsi512_ps(a), _mm512_castsi512_ps(b), kImm));
-  }
-  static Reg Permute(__m512i order, Reg a) { return _mm512_permutexvar_epi32(order, a); }
-};
+}
 template <class Arch, class T>
-__attribute__((always_inline)) inline typename Lanes16<Arch, T>::Reg TransposeAdd16(
-    const xsimd::batch<T, Arch>* rows) {
-  using L = Lanes16<Arch, T>;
-  using Reg = typename L::Reg;
-  Reg pairs[8];
+__attribute__((always_inline)) inline __m512 TransposeAdd16(const xsimd::batch<T, Arch>* rows) {
+  const auto row = [rows](int i) {
+    if constexpr (std::is_same_v<T, float>) {
+      return static_cast<__m512>(rows[i]);
+    } else {
+      return _mm512_castsi512_ps(rows[i]);
+    }
+  };
+  __m512 pairs[8];
 #pragma GCC unroll 8
   for (int i = 0; i < 8; ++i) {
-    const Reg a = rows[2 * i];
-    const Reg b = rows[2 * i + 1];
-    pairs[i] = L::Add(L::template Quarters<_MM_SHUFFLE(1, 0, 1, 0)>(a, b),
-                      L::template Quarters<_MM_SHUFFLE(3, 2, 3, 2)>(a, b));
+    const __m512 a = row(2 * i);
+    const __m512 b = row(2 * i + 1);
+    pairs[i] = AddLanes16<Arch, T>(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(1, 0, 1, 0)),
+                                   _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 2, 3, 2)));
   }
-  Reg quads[4];
+  __m512 quads[4];
 #pragma GCC unroll 4
   for (int i = 0; i < 4; ++i) {
-    const Reg a = pairs[2 * i];
-    const Reg b = pairs[2 * i + 1];
-    quads[i] = L::Add(L::template Quarters<_MM_SHUFFLE(2, 0, 2, 0)>(a, b),
-                      L::template Quarters<_MM_SHUFFLE(3, 1, 3, 1)>(a, b));
+    const __m512 a = pairs[2 * i];
+    const __m512 b = pairs[2 * i + 1];
+    quads[i] = AddLanes16<Arch, T>(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(2, 0, 2, 0)),
+                                   _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 1, 3, 1)));
   }
-  const auto fold = [](Reg a, Reg b) {
-    return L::Add(L::template InLane<_MM_SHUFFLE(2, 0, 2, 0)>(a, b),
-                  L::template InLane<_MM_SHUFFLE(3, 1, 3, 1)>(a, b));
+  const auto fold = [](__m512 a, __m512 b) {
+    return AddLanes16<Arch, T>(_mm512_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0)),
+                               _mm512_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1)));
   };
-  const Reg lanes = fold(fold(quads[0], quads[1]), fold(quads[2], quads[3]));
+  const __m512 lanes = fold(fold(quads[0], quads[1]), fold(quads[2], quads[3]));
   // Row r sits at element 4 (r % 4) + r / 4.
   const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-  return L::Permute(order, lanes);
+  return _mm512_permutexvar_ps(order, lanes);
 }
 
 // sums[i] = sum of rows[i]'s lanes, for N = lanes rows. xsimd 8.1's
@@ -159,7 +141,8 @@ template <class Arch>
 __attribute__((always_inline)) inline xsimd::batch<std::int32_t, Arch> TransposeAddI32(
     const xsimd::batch<std::int32_t, Arch>* rows) {
   static_assert(xsimd::batch<std::int32_t, Arch>::size == 16, "16-lane batches only");
-  return xsimd::batch<std::int32_t, Arch>(TransposeAdd16<Arch, std::int32_t>(rows));
+  return xsimd::batch<std::int32_t, Arch>(
+      _mm512_castps_si512(TransposeAdd16<Arch, std::int32_t>(rows)));
 }
 
 // Transposes the square of lanes x lanes floats held in rows[0 .. lanes - 1]:
