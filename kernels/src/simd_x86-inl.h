@@ -324,7 +324,8 @@ __attribute__((always_inline)) inline xsimd::batch<float, Arch> StridedF32(const
 // out[g] lane i = the f32 at base + i * stride + 4 g bytes, for g < 4: four
 // consecutive floats of each of kLanes rows, any alignment, as one batch per
 // column. Each row's four are one 16-byte load; the transposition takes a few
-// shuffles where StridedF32 per column would take a load and an insert per lane.
+// shuffles where StridedF32 per column would take a load and an insert per lane
+// (4 lanes: the square Transpose).
 template <class Arch>
 __attribute__((always_inline)) inline void StridedF32Quads(const std::uint8_t* base,
                                                            std::int64_t stride,
@@ -379,15 +380,9 @@ __attribute__((always_inline)) inline void StridedF32Quads(const std::uint8_t* b
     out[3] = _mm256_permutevar8x32_ps(high_pairs(ab_hi, cd_hi), order);
   } else {
     static_assert(kLanes == 4, "unsupported batch width");
-    __m128 r0 = row(0);
-    __m128 r1 = row(1);
-    __m128 r2 = row(2);
-    __m128 r3 = row(3);
-    _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
-    out[0] = r0;
-    out[1] = r1;
-    out[2] = r2;
-    out[3] = r3;
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i) out[i] = row(i);
+    Transpose<Arch>(out);
   }
 }
 
