@@ -5,6 +5,7 @@
 // this noisy kind of host needs (docs/benchmarks.md, "Reproduce").
 //
 //   ringkv_sdpa_probe --dtype f16 --kv-heads 8 --tokens 16384 --threads 1
+//   ringkv_sdpa_probe --dtype f16 --tokens 32768 --layers 8   (calls cycle 8 layers)
 //
 // prints one line: the shape, the best time of one call over the rounds, and
 // that time per key and kv head, as wall time and as thread time (wall time x
@@ -44,25 +45,34 @@ struct Options {
   int threads = 1;
   int rounds = 40;
   int calls = 20;
+  int layers = 1;
 };
 
 int Run(const Options& o) {
   const DType dtype = *ringkv::StorageDTypeNamed(o.dtype);
   const std::int64_t hq = o.q_per_kv * o.kv_heads;
-  const StoredRows k = RandomStoredRows(dtype, o.kv_heads, o.tokens, o.head_dim, 2);
-  const StoredRows v = RandomStoredRows(dtype, o.kv_heads, o.tokens, o.head_dim, 3);
+  // Each layer's K and V at their own addresses, as in a model, where a step's
+  // K/V come from DRAM: --layers large enough that they outgrow the L3.
+  std::vector<StoredRows> ks;
+  std::vector<StoredRows> vs;
+  std::vector<ringkv::kernels::KvSegment> segments;
+  for (int layer = 0; layer < o.layers; ++layer) {
+    const auto seed = static_cast<std::uint32_t>(2 * layer + 2);
+    ks.push_back(RandomStoredRows(dtype, o.kv_heads, o.tokens, o.head_dim, seed));
+    vs.push_back(RandomStoredRows(dtype, o.kv_heads, o.tokens, o.head_dim, seed + 1));
+    segments.push_back({ks.back().array, vs.back().array});  // the views survive the moves
+  }
   const Buffer q =
       RandomBuffer(DType::kF32, static_cast<std::size_t>(hq * o.queries * o.head_dim), 1);
   std::vector<float> out(static_cast<std::size_t>(hq * o.queries * o.head_dim));
 
-  const ringkv::kernels::KvSegment segment{k.array, v.array};
   ringkv::kernels::SdpaParams p;
   p.q = ringkv::bench::ContiguousRows(q, DType::kF32, hq, o.queries, o.head_dim);
   if (o.queries > 1) p.mask.kind = ringkv::kernels::MaskKind::kCausal;
   p.out = out.data();
   p.out_strides = p.q.strides;
   p.scale = 1.0f / std::sqrt(static_cast<float>(o.head_dim));
-  p.kv = std::span<const ringkv::kernels::KvSegment>(&segment, 1);
+  p.kv = std::span<const ringkv::kernels::KvSegment>(segments.data(), 1);
 
   ringkv::kernels::ThreadPool pool(o.threads);
   GrowingWorkspace workspace;
@@ -72,7 +82,11 @@ int Run(const Options& o) {
   double best = INFINITY;
   for (int round = 0; round < o.rounds; ++round) {
     const auto start = std::chrono::steady_clock::now();
-    for (int i = 0; i < o.calls; ++i) ringkv::kernels::Sdpa(p, table, pool, ws);
+    for (int i = 0; i < o.calls; ++i) {
+      p.kv = std::span<const ringkv::kernels::KvSegment>(
+          &segments[static_cast<std::size_t>(i % o.layers)], 1);
+      ringkv::kernels::Sdpa(p, table, pool, ws);
+    }
     const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
     best = std::min(best, took.count() / o.calls);
   }
@@ -107,6 +121,7 @@ int main(int argc, char** argv) {
   ranged("--threads", o.threads, "threads", 1, 256);
   ranged("--rounds", o.rounds, "timed rounds; the best one counts", 1, 100000);
   ranged("--calls", o.calls, "calls per round", 1, 100000);
+  ranged("--layers", o.layers, "layers of K/V the calls cycle through", 1, 1024);
   CLI11_PARSE(app, argc, argv);
   if (o.queries > o.tokens) {
     std::fprintf(stderr, "[ringkv_sdpa_probe] --queries %lld must be at most --tokens %lld\n",
