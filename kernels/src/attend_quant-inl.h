@@ -229,8 +229,9 @@ struct QuantAttender {
   // int4 K on AVX-512 with d a multiple of kGroupBlock: the scores take 128
   // values of four groups at a time, every int32 lane within one group
   // (I16Dot::WidenI4Groups), so each key and row pay one conversion and one FMA
-  // per 128 values instead of one per run of 64 (docs/attention_tuning.md,
-  // "int4 scores by groups of lanes").
+  // per 128 values instead of one per run of 64, and a 4 x 4 tile one per key
+  // (docs/attention_tuning.md, "int4 scores by groups of lanes", and "int4
+  // group sums folded in int32").
   static constexpr std::int64_t kGroupBlock = 4 * kGroup;
   static constexpr bool GroupLanes(std::int64_t d) {
     return kK == DType::kI4 && kN == 16 && kGroup == 32 && d % kGroupBlock == 0;
@@ -459,6 +460,36 @@ struct QuantAttender {
   __attribute__((always_inline)) static void IntDotsI4Blocks(
       const std::int16_t* q, std::int64_t q_stride, const float* qscale, const std::uint8_t* k,
       std::int64_t k_stride, std::int64_t d, float* out, std::int64_t out_stride) {
+    if constexpr (R == 4 && K == 4) {
+      // Each key's four row sums are first folded within the groups' 128-bit
+      // lanes, in int32, so that one conversion and one FMA by the group scales
+      // serve the four rows, and the transpose-add is left with four registers.
+      B parts[4] = {B(0.0f), B(0.0f), B(0.0f), B(0.0f)};
+      for (std::int64_t c = 0; c < d; c += kGroupBlock) {
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; ++j) {
+          const std::uint8_t* row = k + j * k_stride;
+          I even_a;
+          I odd_a;
+          I even_b;
+          I odd_b;
+          Dot::WidenI4Groups(row + c / 2, even_a, odd_a, even_b, odd_b);
+          I sums[4];
+#pragma GCC unroll 4
+          for (int r = 0; r < 4; ++r) {
+            const std::int16_t* qr = q + r * q_stride + c;
+            I sum = Dot::Madd(even_a, Dot::Load(qr));
+            sum = Dot::MaddAdd(sum, odd_a, Dot::Load(qr + kL));
+            sum = Dot::MaddAdd(sum, even_b, Dot::Load(qr + 2 * kL));
+            sums[r] = Dot::MaddAdd(sum, odd_b, Dot::Load(qr + 3 * kL));
+          }
+          parts[j] = xsimd::fma(SumLaneQuadsI32<Arch>(sums),
+                                Dot::GroupScales(row + d / 2 + c / kGroup * 4), parts[j]);
+        }
+      }
+      StoreQuarters<Arch>(SumQuarterParts<Arch>(parts), out, out_stride, qscale);
+      return;
+    }
     constexpr int kRK = R * K;
     B acc[static_cast<std::size_t>(kRK)];
 #pragma GCC unroll 32

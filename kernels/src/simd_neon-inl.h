@@ -99,6 +99,16 @@ template <class Arch>
 void StoreQuarters(const xsimd::batch<float, Arch>&, float*, std::int64_t, const float*) {
   static_assert(kNeonLanes<Arch> == 16, "16-lane batches only");
 }
+template <class Arch>
+xsimd::batch<float, Arch> SumLaneQuadsI32(const xsimd::batch<std::int32_t, Arch>* rows) {
+  static_assert(kNeonLanes<Arch> == 16, "16-lane batches only");
+  return xsimd::batch_cast<float>(rows[0]);
+}
+template <class Arch>
+xsimd::batch<float, Arch> SumQuarterParts(const xsimd::batch<float, Arch>* parts) {
+  static_assert(kNeonLanes<Arch> == 16, "16-lane batches only");
+  return parts[0];
+}
 
 // Zero-extends 4 16-bit values (UXTL).
 template <class Arch>

@@ -82,6 +82,34 @@ __attribute__((always_inline)) inline __m512 AddLanes16(__m512 a, __m512 b) {
     return _mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(a), _mm512_castps_si512(b)));
   }
 }
+// The three folds of the 16-lane transpose-add, each adding two registers'
+// halves so that a and b come out side by side. With a_i, b_i their 128-bit
+// lanes: FoldHalves gives (a0 + a2, a1 + a3, b0 + b2, b1 + b3), FoldQuarters
+// (a0 + a1, a2 + a3, b0 + b1, b2 + b3); FoldInLanes does the same within every
+// 128-bit lane, element by element (a0 + a1, a2 + a3, b0 + b1, b2 + b3).
+template <class Arch, class T>
+__attribute__((always_inline)) inline __m512 FoldHalves(__m512 a, __m512 b) {
+  return AddLanes16<Arch, T>(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 2, 3, 2)));
+}
+template <class Arch, class T>
+__attribute__((always_inline)) inline __m512 FoldQuarters(__m512 a, __m512 b) {
+  return AddLanes16<Arch, T>(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(2, 0, 2, 0)),
+                             _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+template <class Arch, class T>
+__attribute__((always_inline)) inline __m512 FoldInLanes(__m512 a, __m512 b) {
+  return AddLanes16<Arch, T>(_mm512_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0)),
+                             _mm512_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+// Element 4 i + j to element 4 j + i: the 4 x 4 transposition of quarters.
+template <class Arch>
+__attribute__((always_inline)) inline __m512 TransposeQuarters(__m512 v) {
+  const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+  return _mm512_permutexvar_ps(order, v);
+}
+
 template <class Arch, class T>
 __attribute__((always_inline)) inline __m512 TransposeAdd16(const xsimd::batch<T, Arch>* rows) {
   const auto row = [rows](int i) {
@@ -93,28 +121,37 @@ __attribute__((always_inline)) inline __m512 TransposeAdd16(const xsimd::batch<T
   };
   __m512 pairs[8];
 #pragma GCC unroll 8
-  for (int i = 0; i < 8; ++i) {
-    const __m512 a = row(2 * i);
-    const __m512 b = row(2 * i + 1);
-    pairs[i] = AddLanes16<Arch, T>(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(1, 0, 1, 0)),
-                                   _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 2, 3, 2)));
-  }
+  for (int i = 0; i < 8; ++i) pairs[i] = FoldHalves<Arch, T>(row(2 * i), row(2 * i + 1));
   __m512 quads[4];
 #pragma GCC unroll 4
-  for (int i = 0; i < 4; ++i) {
-    const __m512 a = pairs[2 * i];
-    const __m512 b = pairs[2 * i + 1];
-    quads[i] = AddLanes16<Arch, T>(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(2, 0, 2, 0)),
-                                   _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 1, 3, 1)));
-  }
-  const auto fold = [](__m512 a, __m512 b) {
-    return AddLanes16<Arch, T>(_mm512_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0)),
-                               _mm512_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1)));
-  };
-  const __m512 lanes = fold(fold(quads[0], quads[1]), fold(quads[2], quads[3]));
+  for (int i = 0; i < 4; ++i) quads[i] = FoldQuarters<Arch, T>(pairs[2 * i], pairs[2 * i + 1]);
+  const auto fold = [](__m512 a, __m512 b) { return FoldInLanes<Arch, T>(a, b); };
   // Row r sits at element 4 (r % 4) + r / 4.
-  const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-  return _mm512_permutexvar_ps(order, lanes);
+  return TransposeQuarters<Arch>(fold(fold(quads[0], quads[1]), fold(quads[2], quads[3])));
+}
+
+// The int32 sums of four rows within every 128-bit lane, as float: element 4 g
+// + r = the sum of rows[r]'s elements 4 g .. 4 g + 3 (AVX-512 only). For int4
+// K, whose 128-bit lane g holds one scale group (I16Dot::WidenI4Groups), this
+// leaves one key's four rows per group, ready for one multiply by the group
+// scales.
+template <class Arch>
+__attribute__((always_inline)) inline xsimd::batch<float, Arch> SumLaneQuadsI32(
+    const xsimd::batch<std::int32_t, Arch>* rows) {
+  const auto row = [rows](int i) { return _mm512_castsi512_ps(rows[i]); };
+  const __m512 sums =
+      FoldInLanes<Arch, std::int32_t>(FoldInLanes<Arch, std::int32_t>(row(0), row(1)),
+                                      FoldInLanes<Arch, std::int32_t>(row(2), row(3)));
+  return _mm512_cvtepi32_ps(_mm512_castps_si512(sums));
+}
+
+// For four registers whose element 4 g + r holds a part of sum (r, j) (j the
+// register): element 4 r + j = the sum of those four parts (AVX-512 only).
+template <class Arch>
+__attribute__((always_inline)) inline xsimd::batch<float, Arch> SumQuarterParts(
+    const xsimd::batch<float, Arch>* parts) {
+  return TransposeQuarters<Arch>(FoldQuarters<Arch, float>(
+      FoldHalves<Arch, float>(parts[0], parts[1]), FoldHalves<Arch, float>(parts[2], parts[3])));
 }
 
 // sums[i] = sum of rows[i]'s lanes, for N = lanes rows. xsimd 8.1's

@@ -167,6 +167,18 @@ std::vector<QCase> Cases() {
        .v_dtype = kI4,
        .tol = 2e-7 /* measured 6.41e-8 */,
        .int16_tol = 7.5e-6 /* measured 2.44e-6 */});
+  // Two blocks of four scale groups per key: the int4 score tile's group sums
+  // carried across blocks.
+  add({.name = "decode_i4_gqa_d256",
+       .hq = 8,
+       .hkv = 2,
+       .seq_t = 190,
+       .d = 256,
+       .dv = 256,
+       .k_dtype = kI4,
+       .v_dtype = kI4,
+       .tol = 2.5e-7 /* measured 7.81e-8 */,
+       .int16_tol = 1e-5 /* measured 3.54e-6 */});
   add({.name = "decode_i8k_i4v_d128_segments",
        .hq = 4,
        .hkv = 1,
