@@ -289,7 +289,7 @@ struct QuantAttender {
   // is read before any write reaches it), qscale[r] its scale; for int4 K from
   // span order (ScaleQuery) to run order: each run of kRun values as its kL even
   // values, then its kL odd ones; or, GroupLanes, to block order: each block of
-  // kGroupBlock values as WidenI4Groups' even_a, odd_a, even_b, odd_b. False, qs
+  // kGroupBlock values as WidenI4Groups' four registers. False, qs
   // as it was, when a value is not finite.
   static bool QuantizeQueries(std::int64_t rows_total, std::int64_t d, std::int64_t qd, float* qs,
                               float* qscale) {
@@ -324,12 +324,9 @@ struct QuantAttender {
         for (std::int64_t c = 0; c < d; c += kGroupBlock) {
           alignas(64) float block[static_cast<std::size_t>(kGroupBlock)];
           __builtin_memcpy(block, row + c, sizeof block);
-          constexpr std::int64_t kPerGroup = kL / 4;  // int16 lanes of a group per register
           for (std::int64_t i = 0; i < kGroupBlock; ++i) {
-            const std::int64_t part = i / kL;  // even_a, odd_a, even_b, odd_b
-            const std::int64_t lane = i % kL;
-            const std::int64_t v = kGroup * (lane / kPerGroup) + 2 * (lane % kPerGroup) + part % 2 +
-                                   (part >= 2 ? kGroup / 2 : 0);
+            const std::int64_t nibble = i / kL;  // WidenI4Groups' register
+            const std::int64_t v = 4 * (i % kL) + nibble;
             StoreI16(round(block[span_at(v)]), row, c + i);
           }
         }
@@ -454,6 +451,25 @@ struct QuantAttender {
     Float::template StoreSums<R, K>(acc, out, out_stride, qscale);
   }
 
+  // sums[r] = the int32 lanes of q16_r . q4 over one block of kGroupBlock
+  // values of a key (k_block) and of R query rows in block order (q rows
+  // q_stride apart): lanes 4 g .. 4 g + 3 hold group g's parts.
+  template <int R>
+  __attribute__((always_inline)) static void GroupBlockSums(const std::uint8_t* k_block,
+                                                            const std::int16_t* q,
+                                                            std::int64_t q_stride, I* sums) {
+    I nibbles[4];
+    Dot::WidenI4Groups(k_block, nibbles);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const std::int16_t* qr = q + r * q_stride;
+      I sum = Dot::Madd(nibbles[0], Dot::Load(qr));
+      sum = Dot::MaddAdd(sum, nibbles[1], Dot::Load(qr + kL));
+      sum = Dot::MaddAdd(sum, nibbles[2], Dot::Load(qr + 2 * kL));
+      sums[r] = Dot::MaddAdd(sum, nibbles[3], Dot::Load(qr + 3 * kL));
+    }
+  }
+
   // IntDotsI4 for GroupLanes: q rows in block order. Key by key, so that only
   // one key's four K registers are live beside the R x K sums.
   template <int R, int K>
@@ -469,20 +485,8 @@ struct QuantAttender {
 #pragma GCC unroll 4
         for (int j = 0; j < 4; ++j) {
           const std::uint8_t* row = k + j * k_stride;
-          I even_a;
-          I odd_a;
-          I even_b;
-          I odd_b;
-          Dot::WidenI4Groups(row + c / 2, even_a, odd_a, even_b, odd_b);
           I sums[4];
-#pragma GCC unroll 4
-          for (int r = 0; r < 4; ++r) {
-            const std::int16_t* qr = q + r * q_stride + c;
-            I sum = Dot::Madd(even_a, Dot::Load(qr));
-            sum = Dot::MaddAdd(sum, odd_a, Dot::Load(qr + kL));
-            sum = Dot::MaddAdd(sum, even_b, Dot::Load(qr + 2 * kL));
-            sums[r] = Dot::MaddAdd(sum, odd_b, Dot::Load(qr + 3 * kL));
-          }
+          GroupBlockSums<4>(row + c / 2, q + c, q_stride, sums);
           parts[j] = xsimd::fma(SumLaneQuadsI32<Arch>(sums),
                                 Dot::GroupScales(row + d / 2 + c / kGroup * 4), parts[j]);
         }
@@ -498,20 +502,12 @@ struct QuantAttender {
 #pragma GCC unroll 16
       for (int j = 0; j < K; ++j) {
         const std::uint8_t* row = k + j * k_stride;
-        I even_a;
-        I odd_a;
-        I even_b;
-        I odd_b;
-        Dot::WidenI4Groups(row + c / 2, even_a, odd_a, even_b, odd_b);
+        I sums[static_cast<std::size_t>(R)];
+        GroupBlockSums<R>(row + c / 2, q + c, q_stride, sums);
         const B scale = Dot::GroupScales(row + d / 2 + c / kGroup * 4);
 #pragma GCC unroll 16
         for (int r = 0; r < R; ++r) {
-          const std::int16_t* qr = q + r * q_stride + c;
-          I sum = Dot::Madd(even_a, Dot::Load(qr));
-          sum = Dot::MaddAdd(sum, odd_a, Dot::Load(qr + kL));
-          sum = Dot::MaddAdd(sum, even_b, Dot::Load(qr + 2 * kL));
-          sum = Dot::MaddAdd(sum, odd_b, Dot::Load(qr + 3 * kL));
-          acc[r * K + j] = xsimd::fma(xsimd::batch_cast<float>(sum), scale, acc[r * K + j]);
+          acc[r * K + j] = xsimd::fma(xsimd::batch_cast<float>(sums[r]), scale, acc[r * K + j]);
         }
       }
     }
