@@ -119,15 +119,14 @@ __attribute__((always_inline)) inline __m512 TransposeAdd16(const xsimd::batch<T
       return _mm512_castsi512_ps(rows[i]);
     }
   };
-  __m512 pairs[8];
-#pragma GCC unroll 8
-  for (int i = 0; i < 8; ++i) pairs[i] = FoldHalves<Arch, T>(row(2 * i), row(2 * i + 1));
+  const auto fold = [](__m512 a, __m512 b) { return FoldInLanes<Arch, T>(a, b); };
   __m512 quads[4];
 #pragma GCC unroll 4
-  for (int i = 0; i < 4; ++i) quads[i] = FoldQuarters<Arch, T>(pairs[2 * i], pairs[2 * i + 1]);
-  const auto fold = [](__m512 a, __m512 b) { return FoldInLanes<Arch, T>(a, b); };
-  // Row r sits at element 4 (r % 4) + r / 4.
-  return TransposeQuarters<Arch>(fold(fold(quads[0], quads[1]), fold(quads[2], quads[3])));
+  for (int i = 0; i < 4; ++i) {
+    quads[i] = fold(fold(row(4 * i), row(4 * i + 1)), fold(row(4 * i + 2), row(4 * i + 3)));
+  }
+  return FoldQuarters<Arch, T>(FoldHalves<Arch, T>(quads[0], quads[1]),
+                               FoldHalves<Arch, T>(quads[2], quads[3]));
 }
 
 // The int32 sums of four rows within every 128-bit lane, as float: element 4 g
@@ -156,12 +155,13 @@ __attribute__((always_inline)) inline xsimd::batch<float, Arch> SumQuarterParts(
 
 // sums[i] = sum of rows[i]'s lanes, for N = lanes rows. xsimd 8.1's
 // avx512f haddp puts rows 2-3 and 4-5 (and 10-11, 12-13) in each other's place,
-// so 16 lanes use our own transpose-add: pairs of rows fold their 128-bit lanes
-// (8 partials each), pairs of those fold again (lane k holds row 4i + k), two
-// in-lane shuffle-adds leave row k + 4j at lane k, element j, and one permute
-// puts row r at element r. Forced inline: GCC left the AVX-512 instance out of
-// line, which made every score tile store its 16 accumulators to memory for
-// the call.
+// so 16 lanes use our own transpose-add: each quad of rows folds within the
+// 128-bit lanes first (element 4 g + i: lane g's part of row 4 q + i), and two
+// cross-lane folds of the four results leave row r at element r. Folding within
+// the lanes first takes 6 cross-lane shuffles instead of 25, which compete
+// with the multiply-adds (docs/attention_tuning.md, "int4 group sums folded in
+// int32, ..."). Forced inline: GCC left the AVX-512 instance out of line, which
+// made every score tile store its 16 accumulators to memory for the call.
 template <class Arch>
 __attribute__((always_inline)) inline xsimd::batch<float, Arch> TransposeAdd(
     const xsimd::batch<float, Arch>* rows) {
