@@ -230,8 +230,9 @@ struct QuantAttender {
   // values of four groups at a time, every int32 lane within one group
   // (I16Dot::WidenI4Groups), so each key and row pay one conversion and one FMA
   // per 128 values instead of one per run of 64, and a 4 x 4 tile one per key
-  // (docs/attention_tuning.md, "int4 scores by groups of lanes", and "int4
-  // group sums folded in int32").
+  // (docs/attention_tuning.md, "int4 scores by groups of lanes" and "int4 group
+  // sums folded in int32, nibbles by shifts, and what the integer steps wait
+  // on").
   static constexpr std::int64_t kGroupBlock = 4 * kGroup;
   static constexpr bool GroupLanes(std::int64_t d) {
     return kK == DType::kI4 && kN == 16 && kGroup == 32 && d % kGroupBlock == 0;

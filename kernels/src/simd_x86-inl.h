@@ -160,8 +160,9 @@ __attribute__((always_inline)) inline xsimd::batch<float, Arch> SumQuarterParts(
 // cross-lane folds of the four results leave row r at element r. Folding within
 // the lanes first takes 6 cross-lane shuffles instead of 25, which compete
 // with the multiply-adds (docs/attention_tuning.md, "int4 group sums folded in
-// int32, ..."). Forced inline: GCC left the AVX-512 instance out of line, which
-// made every score tile store its 16 accumulators to memory for the call.
+// int32, nibbles by shifts, and what the integer steps wait on"). Forced
+// inline: GCC left the AVX-512 instance out of line, which made every score
+// tile store its 16 accumulators to memory for the call.
 template <class Arch>
 __attribute__((always_inline)) inline xsimd::batch<float, Arch> TransposeAdd(
     const xsimd::batch<float, Arch>* rows) {
