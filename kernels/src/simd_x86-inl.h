@@ -110,23 +110,39 @@ __attribute__((always_inline)) inline __m512 TransposeQuarters(__m512 v) {
   return _mm512_permutexvar_ps(order, v);
 }
 
+// Four rows folded within the 128-bit lanes: element 4 g + i = the sum of
+// rows[i]'s elements 4 g .. 4 g + 3.
 template <class Arch, class T>
-__attribute__((always_inline)) inline __m512 TransposeAdd16(const xsimd::batch<T, Arch>* rows) {
-  const auto row = [rows](int i) {
-    if constexpr (std::is_same_v<T, float>) {
-      return static_cast<__m512>(rows[i]);
-    } else {
-      return _mm512_castsi512_ps(rows[i]);
-    }
-  };
-  const auto fold = [](__m512 a, __m512 b) { return FoldInLanes<Arch, T>(a, b); };
-  __m512 quads[4];
-#pragma GCC unroll 4
-  for (int i = 0; i < 4; ++i) {
-    quads[i] = fold(fold(row(4 * i), row(4 * i + 1)), fold(row(4 * i + 2), row(4 * i + 3)));
-  }
+__attribute__((always_inline)) inline __m512 FoldRowQuad(const __m512* rows) {
+  return FoldInLanes<Arch, T>(FoldInLanes<Arch, T>(rows[0], rows[1]),
+                              FoldInLanes<Arch, T>(rows[2], rows[3]));
+}
+
+// Four registers folded across the 128-bit lanes: element 4 q + i = the sum of
+// elements i, 4 + i, 8 + i and 12 + i of quads[q].
+template <class Arch, class T>
+__attribute__((always_inline)) inline __m512 FoldQuads(const __m512* quads) {
   return FoldQuarters<Arch, T>(FoldHalves<Arch, T>(quads[0], quads[1]),
                                FoldHalves<Arch, T>(quads[2], quads[3]));
+}
+
+template <class Arch, class T>
+__attribute__((always_inline)) inline __m512 TransposeAdd16(const xsimd::batch<T, Arch>* rows) {
+  __m512 quads[4];
+#pragma GCC unroll 4
+  for (int q = 0; q < 4; ++q) {
+    __m512 quad[4];
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i) {
+      if constexpr (std::is_same_v<T, float>) {
+        quad[i] = rows[4 * q + i];
+      } else {
+        quad[i] = _mm512_castsi512_ps(rows[4 * q + i]);
+      }
+    }
+    quads[q] = FoldRowQuad<Arch, T>(quad);
+  }
+  return FoldQuads<Arch, T>(quads);
 }
 
 // The int32 sums of four rows within every 128-bit lane, as float: element 4 g
@@ -137,11 +153,9 @@ __attribute__((always_inline)) inline __m512 TransposeAdd16(const xsimd::batch<T
 template <class Arch>
 __attribute__((always_inline)) inline xsimd::batch<float, Arch> SumLaneQuadsI32(
     const xsimd::batch<std::int32_t, Arch>* rows) {
-  const auto row = [rows](int i) { return _mm512_castsi512_ps(rows[i]); };
-  const __m512 sums =
-      FoldInLanes<Arch, std::int32_t>(FoldInLanes<Arch, std::int32_t>(row(0), row(1)),
-                                      FoldInLanes<Arch, std::int32_t>(row(2), row(3)));
-  return _mm512_cvtepi32_ps(_mm512_castps_si512(sums));
+  const __m512 quad[4] = {_mm512_castsi512_ps(rows[0]), _mm512_castsi512_ps(rows[1]),
+                          _mm512_castsi512_ps(rows[2]), _mm512_castsi512_ps(rows[3])};
+  return _mm512_cvtepi32_ps(_mm512_castps_si512(FoldRowQuad<Arch, std::int32_t>(quad)));
 }
 
 // For four registers whose element 4 g + r holds a part of sum (r, j) (j the
@@ -149,8 +163,8 @@ __attribute__((always_inline)) inline xsimd::batch<float, Arch> SumLaneQuadsI32(
 template <class Arch>
 __attribute__((always_inline)) inline xsimd::batch<float, Arch> SumQuarterParts(
     const xsimd::batch<float, Arch>* parts) {
-  return TransposeQuarters<Arch>(FoldQuarters<Arch, float>(
-      FoldHalves<Arch, float>(parts[0], parts[1]), FoldHalves<Arch, float>(parts[2], parts[3])));
+  const __m512 quads[4] = {parts[0], parts[1], parts[2], parts[3]};
+  return TransposeQuarters<Arch>(FoldQuads<Arch, float>(quads));
 }
 
 // sums[i] = sum of rows[i]'s lanes, for N = lanes rows. xsimd 8.1's
